@@ -1,0 +1,1 @@
+"""draft-wang-ppm-differential-privacy: mechanisms, calibration, accounting, policies."""

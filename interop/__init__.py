@@ -1,0 +1,1 @@
+"""The DAP interop test API (draft-dcook-ppm-dap-interop-test-design)."""

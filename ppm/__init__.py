@@ -1,0 +1,1 @@
+"""The `ppm` command line: one console script with a sub-command per area."""

@@ -1,0 +1,5 @@
+import sys
+
+from ppm.cli import main
+
+sys.exit(main())

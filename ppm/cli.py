@@ -1,0 +1,52 @@
+"""Entry point of the `ppm` console script.
+
+Each area of the project contributes its sub-commands through a `register(subparsers)`
+function in its own `cli` module, so that areas stay independent:
+
+    ppm vdaf ...     vdaf/cli.py
+    ppm dp ...       dp_policy/cli.py
+    ppm dap ...      dap/cli.py
+
+A registered sub-command sets `func` on its parser; `func(args)` returns the exit code.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+# Modules that provide `register(subparsers)`. A module that does not exist yet is skipped,
+# so that areas can land one at a time.
+_AREAS = ("vdaf.cli", "dp_policy.cli", "dap.cli", "interop.cli")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="ppm",
+        description="Reference implementation of the IETF Privacy Preserving Measurement stack.",
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name in _AREAS:
+        try:
+            module = importlib.import_module(name)
+        except ModuleNotFoundError as exc:
+            if exc.name == name:
+                continue
+            raise
+        module.register(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    func = getattr(args, "func", None)
+    if func is None:
+        parser.print_help()
+        return 2
+    return int(func(args) or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""draft-irtf-cfrg-vdaf: fields, XOFs, FLP and Prio3."""
