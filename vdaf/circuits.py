@@ -1,0 +1,332 @@
+"""Validity circuits of the Prio3 variants (draft-irtf-cfrg-vdaf-20, Section 7.4).
+
+Each circuit keeps next to it what the aggregation needs: its encoding, truncation and
+decoding, and (for the DP policies) the sensitivity of its aggregatable output.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from vdaf.field import NttField
+from vdaf.flp import Gadget, Mul, ParallelSum, PolyEval, Valid
+
+
+class MeasurementError(ValueError):
+    """A measurement the circuit cannot encode (out of range, wrong length or type)."""
+
+
+def _as_int(value: object, what: str) -> int:
+    if isinstance(value, bool):
+        return int(value)
+    if not isinstance(value, int):
+        raise MeasurementError(f"{what} must be an integer, got {type(value).__name__}")
+    return value
+
+
+def encode_range_checked_int(field: type[NttField], value: int, max_measurement: int) -> list[int]:
+    """Encode an integer in `[0, max_measurement]` as weighted bits (Section 7.4.2)."""
+    if value < 0:
+        raise MeasurementError("measurement is negative")
+    if value > max_measurement:
+        raise MeasurementError(f"measurement {value} is larger than {max_measurement}")
+    bits = max_measurement.bit_length()
+    rest_all_ones_value = 2 ** (bits - 1) - 1
+    last_weight = max_measurement - rest_all_ones_value
+    if value <= rest_all_ones_value:
+        rest, last_elem = value, 0
+    else:
+        rest, last_elem = value - last_weight, 1
+    return [(rest >> i) & 1 for i in range(bits - 1)] + [last_elem]
+
+
+def decode_range_checked_int(field: type[NttField], encoded: Sequence[int],
+                             max_measurement: int) -> int:
+    """Inverse of `encode_range_checked_int`; linear, so it also applies to shares."""
+    bits = max_measurement.bit_length()
+    rest_all_ones_value = 2 ** (bits - 1) - 1
+    last_weight = max_measurement - rest_all_ones_value
+    q = field.MODULUS
+    decoded = 0
+    for i, bit in enumerate(encoded[: bits - 1]):
+        decoded += (1 << i) * bit
+    decoded += last_weight * encoded[bits - 1]
+    return decoded % q
+
+
+def _range_check_chunks(valid: Valid, meas: list[int], joint_rand: list[int],
+                        num_shares: int, chunk_length: int) -> int:
+    """The `ParallelSum(Mul)` range check shared by SumVec, Histogram and
+    MultihotCountVec: for call i with joint randomness r, the inputs are
+    `r^(j+1) * x_j` and `x_j - 1/num_shares` for the chunk's elements x_j (zero-padded)."""
+    field = valid.field
+    q = field.MODULUS
+    shares_inv = pow(num_shares, -1, q)
+    gadget = valid.GADGETS[0]
+    out = 0
+    for i in range(valid.GADGET_CALLS[0]):
+        chunk = meas[i * chunk_length : (i + 1) * chunk_length]
+        if len(chunk) < chunk_length:
+            chunk = chunk + [0] * (chunk_length - len(chunk))
+        r = joint_rand[i]
+        powers = [r] * chunk_length
+        for j in range(1, chunk_length):
+            powers[j] = powers[j - 1] * r % q
+        inputs = [0] * (2 * chunk_length)
+        inputs[0::2] = [w * x % q for w, x in zip(powers, chunk, strict=True)]
+        inputs[1::2] = [(x - shares_inv) % q for x in chunk]
+        out += gadget.eval(field, inputs)
+    return out % q
+
+
+class Count(Valid[int, int]):
+    """Count (Section 7.4.1): the measurement is 0 or 1; C(x) = x*x - x."""
+
+    GADGETS: list[Gadget] = [Mul()]
+    GADGET_CALLS = [1]
+    MEAS_LEN = 1
+    JOINT_RAND_LEN = 0
+    OUTPUT_LEN = 1
+    EVAL_OUTPUT_LEN = 1
+
+    def __init__(self, field: type[NttField]) -> None:
+        self.field = field
+        self.GADGETS = [Mul()]
+
+    def encode(self, measurement: int) -> list[int]:
+        value = _as_int(measurement, "Count measurement")
+        if value not in (0, 1):
+            raise MeasurementError(f"Count measurement must be 0 or 1, got {value}")
+        return [value]
+
+    def eval(self, meas: list[int], joint_rand: list[int], num_shares: int) -> list[int]:
+        squared = self.GADGETS[0].eval(self.field, [meas[0], meas[0]])
+        return [(squared - meas[0]) % self.field.MODULUS]
+
+    def truncate(self, meas: list[int]) -> list[int]:
+        return list(meas)
+
+    def decode(self, output: list[int], num_measurements: int) -> int:
+        return output[0]
+
+    def sensitivity(self) -> tuple[float, float]:
+        """(L1, L2) sensitivity of the aggregate to one measurement being replaced."""
+        return (1.0, 1.0)
+
+
+class Sum(Valid[int, int]):
+    """Sum (Section 7.4.2): an integer in `[0, max_measurement]`, range-checked bitwise."""
+
+    JOINT_RAND_LEN = 0
+    OUTPUT_LEN = 1
+
+    def __init__(self, field: type[NttField], max_measurement: int) -> None:
+        if max_measurement < 1 or max_measurement >= field.MODULUS:
+            raise ValueError("max_measurement must be in [1, MODULUS)")
+        self.field = field
+        self.bits = max_measurement.bit_length()
+        self.max_measurement = max_measurement
+        self.GADGET_CALLS = [self.bits]
+        self.GADGETS = [PolyEval([0, -1, 1], self.bits)]
+        self.MEAS_LEN = self.bits
+        self.EVAL_OUTPUT_LEN = self.bits
+
+    def encode(self, measurement: int) -> list[int]:
+        return encode_range_checked_int(self.field, _as_int(measurement, "Sum measurement"),
+                                        self.max_measurement)
+
+    def eval(self, meas: list[int], joint_rand: list[int], num_shares: int) -> list[int]:
+        g = self.GADGETS[0]
+        return [g.eval(self.field, [b]) for b in meas]
+
+    def truncate(self, meas: list[int]) -> list[int]:
+        return [decode_range_checked_int(self.field, meas, self.max_measurement)]
+
+    def decode(self, output: list[int], num_measurements: int) -> int:
+        return output[0]
+
+    def sensitivity(self) -> tuple[float, float]:
+        return (float(self.max_measurement), float(self.max_measurement))
+
+
+class SumVec(Valid[list[int], list[int]]):
+    """SumVec (Section 7.4.3): `length` integers, each in `[0, max_measurement]`."""
+
+    EVAL_OUTPUT_LEN = 1
+
+    def __init__(self, field: type[NttField], length: int, max_measurement: int,
+                 chunk_length: int) -> None:
+        if length < 1 or chunk_length < 1 or max_measurement < 1:
+            raise ValueError("length, max_measurement and chunk_length must be positive")
+        self.field = field
+        self.length = length
+        self.bits = max_measurement.bit_length()
+        self.max_measurement = max_measurement
+        self.chunk_length = chunk_length
+        self.GADGETS = [ParallelSum(Mul(), chunk_length)]
+        self.GADGET_CALLS = [(length * self.bits + chunk_length - 1) // chunk_length]
+        self.MEAS_LEN = length * self.bits
+        self.OUTPUT_LEN = length
+        self.JOINT_RAND_LEN = self.GADGET_CALLS[0]
+
+    def encode(self, measurement: list[int]) -> list[int]:
+        if len(measurement) != self.length:
+            raise MeasurementError(
+                f"SumVec measurement has length {len(measurement)}, expected {self.length}")
+        encoded: list[int] = []
+        for val in measurement:
+            encoded += encode_range_checked_int(self.field, _as_int(val, "SumVec element"),
+                                                self.max_measurement)
+        return encoded
+
+    def eval(self, meas: list[int], joint_rand: list[int], num_shares: int) -> list[int]:
+        return [_range_check_chunks(self, meas, joint_rand, num_shares, self.chunk_length)]
+
+    def truncate(self, meas: list[int]) -> list[int]:
+        b = self.bits
+        return [decode_range_checked_int(self.field, meas[i * b : (i + 1) * b],
+                                         self.max_measurement) for i in range(self.length)]
+
+    def decode(self, output: list[int], num_measurements: int) -> list[int]:
+        return list(output)
+
+    def sensitivity(self) -> tuple[float, float]:
+        """Replacing one measurement moves each of `length` coordinates by at most
+        `max_measurement`: L1 = length * max_measurement, L2 = sqrt(length) *
+        max_measurement."""
+        return (float(self.length * self.max_measurement),
+                self.length ** 0.5 * self.max_measurement)
+
+
+class Histogram(Valid[int, list[int]]):
+    """Histogram (Section 7.4.4): a bucket index in `[0, length)`, one-hot encoded."""
+
+    EVAL_OUTPUT_LEN = 2
+
+    def __init__(self, field: type[NttField], length: int, chunk_length: int) -> None:
+        if length < 1 or chunk_length < 1:
+            raise ValueError("length and chunk_length must be positive")
+        self.field = field
+        self.length = length
+        self.chunk_length = chunk_length
+        self.GADGETS = [ParallelSum(Mul(), chunk_length)]
+        self.GADGET_CALLS = [(length + chunk_length - 1) // chunk_length]
+        self.MEAS_LEN = length
+        self.OUTPUT_LEN = length
+        self.JOINT_RAND_LEN = self.GADGET_CALLS[0]
+
+    def encode(self, measurement: int) -> list[int]:
+        index = _as_int(measurement, "Histogram measurement")
+        if not 0 <= index < self.length:
+            raise MeasurementError(f"bucket {index} is not in [0, {self.length})")
+        encoded = [0] * self.length
+        encoded[index] = 1
+        return encoded
+
+    def eval(self, meas: list[int], joint_rand: list[int], num_shares: int) -> list[int]:
+        q = self.field.MODULUS
+        range_check = _range_check_chunks(self, meas, joint_rand, num_shares,
+                                          self.chunk_length)
+        sum_check = (sum(meas) - pow(num_shares, -1, q)) % q
+        return [range_check, sum_check]
+
+    def truncate(self, meas: list[int]) -> list[int]:
+        return list(meas)
+
+    def decode(self, output: list[int], num_measurements: int) -> list[int]:
+        return list(output)
+
+    def sensitivity(self) -> tuple[float, float]:
+        """Replacing one measurement moves one count down and another up."""
+        return (2.0, 2.0 ** 0.5)
+
+
+class MultihotCountVec(Valid[list[bool], list[int]]):
+    """MultihotCountVec (Section 7.4.5): `length` booleans with at most `max_weight` set."""
+
+    EVAL_OUTPUT_LEN = 2
+
+    def __init__(self, field: type[NttField], length: int, max_weight: int,
+                 chunk_length: int) -> None:
+        if length < 1 or chunk_length < 1 or not 0 < max_weight <= length:
+            raise ValueError("need length > 0, 0 < max_weight <= length, chunk_length > 0")
+        if field.MODULUS <= length:
+            raise ValueError("length is too large for the current field size")
+        self.field = field
+        self.bits_for_weight = max_weight.bit_length()
+        self.length = length
+        self.max_weight = max_weight
+        self.chunk_length = chunk_length
+        self.GADGETS = [ParallelSum(Mul(), chunk_length)]
+        self.GADGET_CALLS = [(length + self.bits_for_weight + chunk_length - 1) // chunk_length]
+        self.MEAS_LEN = self.length + self.bits_for_weight
+        self.OUTPUT_LEN = self.length
+        self.JOINT_RAND_LEN = self.GADGET_CALLS[0]
+
+    def encode(self, measurement: list[bool]) -> list[int]:
+        if len(measurement) != self.length:
+            raise MeasurementError(
+                f"MultihotCountVec measurement has length {len(measurement)}, "
+                f"expected {self.length}")
+        count_vec = []
+        for x in measurement:
+            v = _as_int(x, "MultihotCountVec element")
+            if v not in (0, 1):
+                raise MeasurementError("MultihotCountVec elements must be booleans")
+            count_vec.append(v)
+        weight = sum(count_vec)
+        if weight > self.max_weight:
+            raise MeasurementError(f"weight {weight} is larger than max_weight {self.max_weight}")
+        return count_vec + encode_range_checked_int(self.field, weight, self.max_weight)
+
+    def eval(self, meas: list[int], joint_rand: list[int], num_shares: int) -> list[int]:
+        q = self.field.MODULUS
+        range_check = _range_check_chunks(self, meas, joint_rand, num_shares,
+                                          self.chunk_length)
+        weight = sum(meas[: self.length])
+        weight_reported = decode_range_checked_int(self.field, meas[self.length :],
+                                                   self.max_weight)
+        return [range_check, (weight - weight_reported) % q]
+
+    def truncate(self, meas: list[int]) -> list[int]:
+        return meas[: self.length]
+
+    def decode(self, output: list[int], num_measurements: int) -> list[int]:
+        return list(output)
+
+    def sensitivity(self) -> tuple[float, float]:
+        """Replacing one measurement changes at most 2*max_weight coordinates by one
+        (L1 = 2*max_weight, L2 = sqrt(2*max_weight))."""
+        return (2.0 * self.max_weight, (2.0 * self.max_weight) ** 0.5)
+
+
+class HigherDegree(Valid[int, int]):
+    """Test-only circuit with a degree-3 gadget, `x (x - 1) (x - 2)`: accepts 0, 1, 2.
+
+    Not in the draft: it is the circuit behind the published `Prio3HigherDegree` test
+    vectors (Field64, one call of `PolyEval([0, 2, -3, 1])`)."""
+
+    JOINT_RAND_LEN = 0
+    OUTPUT_LEN = 1
+    EVAL_OUTPUT_LEN = 1
+    MEAS_LEN = 1
+    GADGET_CALLS = [1]
+
+    def __init__(self, field: type[NttField]) -> None:
+        self.field = field
+        self.GADGETS = [PolyEval([0, 2, -3, 1], 1)]
+
+    def encode(self, measurement: int) -> list[int]:
+        value = _as_int(measurement, "HigherDegree measurement")
+        if value not in (0, 1, 2):
+            raise MeasurementError("HigherDegree measurement must be 0, 1 or 2")
+        return [value]
+
+    def eval(self, meas: list[int], joint_rand: list[int], num_shares: int) -> list[int]:
+        return [self.GADGETS[0].eval(self.field, [meas[0]])]
+
+    def truncate(self, meas: list[int]) -> list[int]:
+        return list(meas)
+
+    def decode(self, output: list[int], num_measurements: int) -> int:
+        return output[0]

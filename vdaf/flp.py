@@ -1,0 +1,456 @@
+"""Fully linear proofs: the FLP interface (draft-irtf-cfrg-vdaf-20, Section 7.1), the
+BBCGGI19 proof system (Section 7.3) and its gadgets (Appendix A).
+
+Field elements are ints in `[0, MODULUS)`. The proof system follows the draft's
+listings; the one place where it departs from their structure is the computation of
+gadget polynomials (`extend_polys`), which produces the same evaluations faster.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Sequence
+from functools import cache
+from operator import add, mul
+from typing import Any, Generic, TypeVar
+
+from vdaf.field import Lagrange, NttField, assert_power_of_2, next_power_of_2
+
+Measurement = TypeVar("Measurement")
+AggResult = TypeVar("AggResult")
+
+
+class FlpError(ValueError):
+    """An FLP failure (malformed proof or query input)."""
+
+
+def wire_poly_len(gadget_calls: int) -> int:
+    """Coordinates of each wire polynomial of a gadget (Section 7.3.2)."""
+    return next_power_of_2(1 + gadget_calls)
+
+
+def gadget_poly_len(gadget_degree: int, wire_polynomial_len: int) -> int:
+    """Coordinates of a gadget polynomial (Section 7.3.2)."""
+    return gadget_degree * (wire_polynomial_len - 1) + 1
+
+
+# -- domain extension of wire polynomials ------------------------------------------------
+#
+# A wire polynomial is given by its p values on H_p, the p-th roots of unity. The gadget
+# polynomial is the gadget applied pointwise to the wire polynomials on H_n (n >= p, the
+# draft's `eval_poly`), so each wire must first be evaluated on H_n. H_n is the union of
+# the cosets z*H_p for z = w_n^c, c in [0, n/p). On the coset z*H_p,
+#
+#     A(z * w_p^k) = sum_i a_i * gamma_z[(k - i) mod p],
+#     gamma_z[m]   = (z^p - 1) / (p * (z * w_p^m - 1)),
+#
+# (the Lagrange basis at those points), a cyclic convolution. A sparse wire (the prover's
+# wires are mostly zeros and ones next to one random seed) is extended by summing rotated
+# copies of gamma_z, in O(nnz * p); a dense one by an inverse NTT and a twisted NTT.
+
+
+@cache
+def _coset_kernel_rotations(field: type[NttField], p: int, n: int, c: int) -> list[list[int]]:
+    """rotations[i][k] = gamma_z[(k - i) mod p] for z = w_n^c."""
+    q = field.MODULUS
+    z = pow(field.nth_root(n), c, q)
+    zp = pow(z, p, q)
+    w = field.nth_root_powers(p)
+    scale = (zp - 1) * pow(p, -1, q) % q
+    gamma = [scale * pow((z * w[m] - 1) % q, -1, q) % q for m in range(p)]
+    return [gamma[p - i :] + gamma[: p - i] if i else list(gamma) for i in range(p)]
+
+
+def _coset_values_dense(field: type[NttField], coeffs: list[int], p: int, n: int,
+                        c: int) -> list[int]:
+    """Values on z*H_p (z = w_n^c) of the polynomial with monomial coefficients `coeffs`."""
+    q = field.MODULUS
+    z = pow(field.nth_root(n), c, q)
+    twisted = [0] * p
+    zi = 1
+    for i in range(p):
+        twisted[i] = coeffs[i] * zi % q
+        zi = zi * z % q
+    return field.ntt(twisted, p)
+
+
+def extend_polys(field: type[NttField], polys: Sequence[Sequence[int]], n: int) -> list[list[int]]:
+    """Evaluations on H_n (natural order) of polynomials given by their values on H_p."""
+    if not polys:
+        return []
+    p = len(polys[0])
+    assert_power_of_2(p)
+    assert_power_of_2(n)
+    if n < p:
+        raise ValueError("target domain smaller than the polynomial")
+    if n == p:
+        return [list(v) for v in polys]
+    q = field.MODULUS
+    ratio = n // p
+    sparse_max = max(1, p // 4)
+    out = []
+    for vals in polys:
+        full = [0] * n
+        full[0::ratio] = vals
+        nonzero = [(i, v) for i, v in enumerate(vals) if v]
+        coeffs = None
+        for c in range(1, ratio):
+            if len(nonzero) <= sparse_max:
+                rots = _coset_kernel_rotations(field, p, n, c)
+                acc = [0] * p
+                for i, v in nonzero:
+                    if v == 1:
+                        acc = list(map(add, acc, rots[i]))
+                    else:
+                        acc = [a + v * g for a, g in zip(acc, rots[i], strict=True)]
+                coset = [a % q for a in acc]
+            else:
+                if coeffs is None:
+                    coeffs = field.inv_ntt(list(vals), p)
+                coset = _coset_values_dense(field, coeffs, p, n, c)
+            full[c::ratio] = coset
+        out.append(full)
+    return out
+
+
+# -- gadgets (Appendix A) ----------------------------------------------------------------
+
+
+class Gadget:
+    """A gadget: a non-affine arithmetic sub-circuit (Section 7.3.2)."""
+
+    ARITY: int
+    DEGREE: int
+
+    def eval(self, field: type[NttField], inp: list[int]) -> int:
+        raise NotImplementedError
+
+    def eval_points(self, field: type[NttField], wires: list[list[int]]) -> list[int]:
+        """The gadget applied at every point, given each input wire's values there."""
+        return [self.eval(field, list(col)) for col in zip(*wires, strict=True)]
+
+    def eval_poly(self, field: type[NttField], inp_poly: list[list[int]]) -> list[int]:
+        """The gadget over the polynomial ring, with inputs and output in the Lagrange
+        basis; the output has `next_power_of_2(gadget_poly_len(DEGREE, p))` values."""
+        n = next_power_of_2(gadget_poly_len(self.DEGREE, len(inp_poly[0])))
+        return self.eval_points(field, extend_polys(field, inp_poly, n))
+
+
+class Mul(Gadget):
+    """Multiplication gadget (Appendix A.1)."""
+
+    ARITY = 2
+    DEGREE = 2
+
+    def eval(self, field: type[NttField], inp: list[int]) -> int:
+        return inp[0] * inp[1] % field.MODULUS
+
+    def eval_points(self, field: type[NttField], wires: list[list[int]]) -> list[int]:
+        q = field.MODULUS
+        return [a * b % q for a, b in zip(wires[0], wires[1], strict=True)]
+
+
+class PolyEval(Gadget):
+    """Polynomial-evaluation gadget (Appendix A.2): `p(x)` for fixed coefficients."""
+
+    ARITY = 1
+
+    def __init__(self, p: list[int], num_calls: int) -> None:
+        for i in reversed(range(len(p))):
+            if p[i] != 0:
+                p = p[: i + 1]
+                break
+        else:
+            raise ValueError("invalid polynomial: zero length")
+        self.p = list(p)
+        self.DEGREE = len(p) - 1
+        self.n = next_power_of_2(gadget_poly_len(self.DEGREE, wire_poly_len(num_calls)))
+
+    def eval(self, field: type[NttField], inp: list[int]) -> int:
+        q = field.MODULUS
+        x = inp[0]
+        out = 0
+        for c in reversed(self.p):
+            out = (out * x + c) % q
+        return out
+
+    def eval_points(self, field: type[NttField], wires: list[list[int]]) -> list[int]:
+        q = field.MODULUS
+        coeffs = [c % q for c in reversed(self.p)]
+        out = []
+        for x in wires[0]:
+            acc = 0
+            for c in coeffs:
+                acc = (acc * x + c) % q
+            out.append(acc)
+        return out
+
+
+class ParallelSum(Gadget):
+    """Parallel-sum gadget (Appendix A.3): the sum of `count` calls of a subcircuit."""
+
+    def __init__(self, subcircuit: Gadget, count: int) -> None:
+        self.subcircuit = subcircuit
+        self.count = count
+        self.ARITY = subcircuit.ARITY * count
+        self.DEGREE = subcircuit.DEGREE
+
+    def eval(self, field: type[NttField], inp: list[int]) -> int:
+        q = field.MODULUS
+        if isinstance(self.subcircuit, Mul):
+            return sum(map(mul, inp[0::2], inp[1::2])) % q
+        a = self.subcircuit.ARITY
+        return sum(self.subcircuit.eval(field, inp[i * a : (i + 1) * a])
+                   for i in range(self.count)) % q
+
+    def eval_points(self, field: type[NttField], wires: list[list[int]]) -> list[int]:
+        q = field.MODULUS
+        if isinstance(self.subcircuit, Mul):
+            acc = [0] * len(wires[0])
+            for a, b in zip(wires[0::2], wires[1::2], strict=True):
+                acc = [s + x * y for s, x, y in zip(acc, a, b, strict=True)]
+            return [s % q for s in acc]
+        a = self.subcircuit.ARITY
+        acc = [0] * len(wires[0])
+        for i in range(self.count):
+            part = self.subcircuit.eval_points(field, wires[i * a : (i + 1) * a])
+            acc = list(map(add, acc, part))
+        return [s % q for s in acc]
+
+
+# -- validity circuits (Section 7.3.2) ---------------------------------------------------
+
+
+class Valid(Generic[Measurement, AggResult]):
+    """A validity circuit. Concrete circuits are in `vdaf.circuits`."""
+
+    field: type[NttField]
+    GADGETS: list[Gadget]
+    GADGET_CALLS: list[int]
+    MEAS_LEN: int
+    JOINT_RAND_LEN: int
+    EVAL_OUTPUT_LEN: int
+    OUTPUT_LEN: int
+
+    def eval(self, meas: list[int], joint_rand: list[int], num_shares: int) -> list[int]:
+        raise NotImplementedError
+
+    def encode(self, measurement: Measurement) -> list[int]:
+        raise NotImplementedError
+
+    def truncate(self, meas: list[int]) -> list[int]:
+        raise NotImplementedError
+
+    def decode(self, output: list[int], num_measurements: int) -> AggResult:
+        raise NotImplementedError
+
+    def prove_rand_len(self) -> int:
+        return sum(g.ARITY for g in self.GADGETS)
+
+    def query_rand_len(self) -> int:
+        query_rand_len = len(self.GADGETS)
+        if self.EVAL_OUTPUT_LEN > 1:
+            query_rand_len += self.EVAL_OUTPUT_LEN
+        return query_rand_len
+
+    def proof_len(self) -> int:
+        length = 0
+        for g, g_calls in zip(self.GADGETS, self.GADGET_CALLS, strict=True):
+            p = wire_poly_len(g_calls)
+            length += g.ARITY + gadget_poly_len(g.DEGREE, p)
+        return length
+
+    def verifier_len(self) -> int:
+        length = 1
+        for g in self.GADGETS:
+            length += g.ARITY + 1
+        return length
+
+    def with_gadgets(self, gadgets: list[Gadget]) -> Valid[Measurement, AggResult]:
+        """A shallow copy of the circuit whose gadgets are replaced (the shims' `wrap`)."""
+        wrapped = copy.copy(self)
+        wrapped.GADGETS = gadgets
+        return wrapped
+
+
+class ProveGadget(Gadget):
+    """Shim recording the input wires of each call while evaluating the gadget
+    (Appendix A.4)."""
+
+    def __init__(self, field: type[NttField], wire_seeds: list[int], g: Gadget,
+                 g_calls: int) -> None:
+        self.inner = g
+        self.ARITY = g.ARITY
+        self.DEGREE = g.DEGREE
+        self.seeds = wire_seeds
+        self.calls: list[list[int]] = []
+        self.p = wire_poly_len(g_calls)
+
+    def eval(self, field: type[NttField], inp: list[int]) -> int:
+        self.calls.append(inp)
+        return self.inner.eval(field, inp)
+
+    def wires(self) -> list[list[int]]:
+        """`wires[j][k]`: seed at k = 0, the j-th input of call k at k >= 1, zero padding."""
+        pad = [0] * (self.p - 1 - len(self.calls))
+        if self.calls:
+            return [[s, *col, *pad] for s, col in zip(self.seeds, zip(*self.calls, strict=True),
+                                                     strict=True)]
+        return [[s, *pad] for s in self.seeds]
+
+
+class QueryGadget(Gadget):
+    """Shim recording the input wires of each call and answering each call from the
+    gadget polynomial of the proof (Appendix A.4)."""
+
+    def __init__(self, field: type[NttField], wire_seeds: list[int], gadget_poly: list[int],
+                 g: Gadget, g_calls: int) -> None:
+        self.ARITY = g.ARITY
+        self.DEGREE = g.DEGREE
+        self.seeds = wire_seeds
+        self.calls: list[list[int]] = []
+        p = wire_poly_len(g_calls)
+        self.p = p
+        lag = Lagrange(field)
+        n = next_power_of_2(len(gadget_poly))
+        poly = list(gadget_poly)
+        lag.extend_values_to_power_of_2(poly, n)
+        size = next_power_of_2(gadget_poly_len(g.DEGREE, p))
+        while len(poly) < size:
+            poly = lag.double_evaluations(poly)
+        self.poly = poly
+        self.step = 1 << (assert_power_of_2(size) - assert_power_of_2(p))
+
+    def eval(self, field: type[NttField], inp: list[int]) -> int:
+        self.calls.append(inp)
+        return self.poly[len(self.calls) * self.step]
+
+    def wires(self) -> list[list[int]]:
+        pad = [0] * (self.p - 1 - len(self.calls))
+        if self.calls:
+            return [[s, *col, *pad] for s, col in zip(self.seeds, zip(*self.calls, strict=True),
+                                                     strict=True)]
+        return [[s, *pad] for s in self.seeds]
+
+
+# -- the proof system (Section 7.3) ------------------------------------------------------
+
+
+class FlpBBCGGI19(Generic[Measurement, AggResult]):
+    """The FLP of BBCGGI19 Section 4.2 for a validity circuit (Section 7.3)."""
+
+    def __init__(self, valid: Valid[Measurement, AggResult]) -> None:
+        self.valid = valid
+        self.field = valid.field
+        self.PROVE_RAND_LEN = valid.prove_rand_len()
+        self.QUERY_RAND_LEN = valid.query_rand_len()
+        self.JOINT_RAND_LEN = valid.JOINT_RAND_LEN
+        self.MEAS_LEN = valid.MEAS_LEN
+        self.OUTPUT_LEN = valid.OUTPUT_LEN
+        self.PROOF_LEN = valid.proof_len()
+        self.VERIFIER_LEN = valid.verifier_len()
+
+    # The AFE part (Section 7.1.1).
+    def encode(self, measurement: Measurement) -> list[int]:
+        return self.valid.encode(measurement)
+
+    def truncate(self, meas: list[int]) -> list[int]:
+        return self.valid.truncate(meas)
+
+    def decode(self, output: list[int], num_measurements: int) -> AggResult:
+        return self.valid.decode(output, num_measurements)
+
+    def prove(self, meas: list[int], prove_rand: list[int], joint_rand: list[int]) -> list[int]:
+        """Generate a proof (Section 7.3.3)."""
+        valid = self.valid
+        if len(meas) != valid.MEAS_LEN or len(prove_rand) != self.PROVE_RAND_LEN \
+                or len(joint_rand) != self.JOINT_RAND_LEN:
+            raise FlpError("prove: wrong input lengths")
+        shims: list[Any] = []
+        rest = prove_rand
+        for g, g_calls in zip(valid.GADGETS, valid.GADGET_CALLS, strict=True):
+            seeds, rest = rest[: g.ARITY], rest[g.ARITY :]
+            shims.append(ProveGadget(self.field, seeds, g, g_calls))
+        valid.with_gadgets(shims).eval(meas, joint_rand, 1)
+
+        proof: list[int] = []
+        for shim, g_calls in zip(shims, valid.GADGET_CALLS, strict=True):
+            p = wire_poly_len(g_calls)
+            proof += shim.seeds
+            gadget_poly = shim.inner.eval_poly(self.field, shim.wires())
+            proof += gadget_poly[: gadget_poly_len(shim.DEGREE, p)]
+        return proof
+
+    def query(self, meas: list[int], proof: list[int], query_rand: list[int],
+              joint_rand: list[int], num_shares: int) -> list[int]:
+        """Query a (share of a) measurement and proof (Section 7.3.4)."""
+        valid = self.valid
+        if len(meas) != valid.MEAS_LEN or len(proof) != self.PROOF_LEN \
+                or len(query_rand) != self.QUERY_RAND_LEN \
+                or len(joint_rand) != self.JOINT_RAND_LEN:
+            raise FlpError("query: wrong input lengths")
+        q = self.field.MODULUS
+        shims: list[Any] = []
+        rest = proof
+        for g, g_calls in zip(valid.GADGETS, valid.GADGET_CALLS, strict=True):
+            p = wire_poly_len(g_calls)
+            g_poly_len = gadget_poly_len(g.DEGREE, p)
+            seeds, rest = rest[: g.ARITY], rest[g.ARITY :]
+            gadget_poly, rest = rest[:g_poly_len], rest[g_poly_len:]
+            shims.append(QueryGadget(self.field, seeds, gadget_poly, g, g_calls))
+        out = valid.with_gadgets(shims).eval(meas, joint_rand, num_shares)
+
+        if valid.EVAL_OUTPUT_LEN > 1:
+            rand, query_rand = (query_rand[: valid.EVAL_OUTPUT_LEN],
+                                query_rand[valid.EVAL_OUTPUT_LEN :])
+            v = sum(map(mul, rand, out)) % q
+        else:
+            [v] = out
+
+        lag = Lagrange(self.field)
+        verifier = [v]
+        for shim, t in zip(shims, query_rand, strict=True):
+            p = shim.p
+            if pow(t, p, q) == 1:
+                raise FlpError("test point is a root of unity")
+            verifier += lag.poly_eval_batched(shim.wires(), t)
+            verifier.append(lag.poly_eval(shim.poly, t))
+        return verifier
+
+    def decide(self, verifier: list[int]) -> bool:
+        """Decide validity from the (combined) verifier message (Section 7.3.5)."""
+        if len(verifier) != self.VERIFIER_LEN:
+            raise FlpError("decide: wrong verifier length")
+        if verifier[0] != 0:
+            return False
+        rest = verifier[1:]
+        for g in self.valid.GADGETS:
+            wire_checks, rest = rest[: g.ARITY], rest[g.ARITY :]
+            gadget_check, rest = rest[0], rest[1:]
+            if g.eval(self.field, wire_checks) != gadget_check:
+                return False
+        return True
+
+
+def run_flp(flp: FlpBBCGGI19[Measurement, AggResult], meas: list[int], num_shares: int) -> bool:
+    """Run the FLP on an encoded measurement with fresh randomness (Section 7.1)."""
+    field = flp.field
+    joint_rand = field.rand_vec(flp.JOINT_RAND_LEN)
+    prove_rand = field.rand_vec(flp.PROVE_RAND_LEN)
+    query_rand = field.rand_vec(flp.QUERY_RAND_LEN)
+    proof = flp.prove(meas, prove_rand, joint_rand)
+    meas_shares = additive_secret_share(meas, num_shares, field)
+    proof_shares = additive_secret_share(proof, num_shares, field)
+    verifier = field.zeros(flp.VERIFIER_LEN)
+    for ms, ps in zip(meas_shares, proof_shares, strict=True):
+        verifier = field.vec_add(verifier, flp.query(ms, ps, query_rand, joint_rand, num_shares))
+    return flp.decide(verifier)
+
+
+def additive_secret_share(x: list[int], num_shares: int, field: type[NttField]) -> list[list[int]]:
+    """Split x into num_shares vectors that add up to it (Section 2)."""
+    shares = [field.rand_vec(len(x)) for _ in range(num_shares - 1)]
+    last = list(x)
+    for s in shares:
+        last = field.vec_sub(last, s)
+    return [*shares, last]

@@ -1,0 +1,526 @@
+"""Prio3 (draft-irtf-cfrg-vdaf-20, Section 7) and its variants (Section 7.4).
+
+Types follow Table 8 of the draft, with field vectors as `list[int]`:
+
+    PublicShare      list[bytes] | None          (joint randomness parts)
+    InputShare       (meas_share, proofs_share, blind) for the Leader (agg_id 0),
+                     (seed, blind) for a Helper; blind is None without joint randomness
+    VerifyState      (out_share, corrected_joint_rand_seed)
+    VerifierShare    (verifiers_share, joint_rand_part)
+    VerifierMessage  bytes | None                (joint randomness seed)
+    OutShare, AggShare  list[int]
+
+Every operation validates its inputs and raises `VdafError` on anything malformed, so
+that an Aggregator can reject a report rather than crash.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar, Generic, TypeVar
+
+from vdaf.circuits import (
+    Count,
+    HigherDegree,
+    Histogram,
+    MeasurementError,
+    MultihotCountVec,
+    Sum,
+    SumVec,
+)
+from vdaf.field import Field64, Field128, FieldError, NttField
+from vdaf.flp import FlpBBCGGI19, FlpError
+from vdaf.vdaf import Vdaf, VdafError
+from vdaf.xof import Xof, XofTurboShake128
+
+Measurement = TypeVar("Measurement")
+AggResult = TypeVar("AggResult")
+
+# Usages of the domain separation tag (Table 9).
+USAGE_MEAS_SHARE = 1
+USAGE_PROOF_SHARE = 2
+USAGE_JOINT_RANDOMNESS = 3
+USAGE_PROVE_RANDOMNESS = 4
+USAGE_QUERY_RANDOMNESS = 5
+USAGE_JOINT_RAND_SEED = 6
+USAGE_JOINT_RAND_PART = 7
+
+PublicShare = list[bytes] | None
+InputShare = tuple[Any, ...]
+VerifyState = tuple[list[int], bytes | None]
+VerifierShare = tuple[list[int], bytes | None]
+VerifierMessage = bytes | None
+
+
+def _byte(x: int) -> bytes:
+    return x.to_bytes(1, "big")
+
+
+class Prio3(Vdaf, Generic[Measurement, AggResult]):
+    """Prio3 over an FLP (Section 7.2). One verification round, no aggregation parameter."""
+
+    xof: ClassVar[type[Xof]] = XofTurboShake128
+    NONCE_SIZE = 16
+    ROUNDS = 1
+
+    def __init__(self, shares: int, flp: FlpBBCGGI19[Measurement, AggResult],
+                 num_proofs: int) -> None:
+        if not 2 <= shares < 256:
+            raise ValueError("SHARES must be in [2, 256)")
+        if not 1 <= num_proofs < 256:
+            raise ValueError("PROOFS must be in [1, 256)")
+        self.SHARES = shares
+        self.flp = flp
+        self.field: type[NttField] = flp.field
+        self.PROOFS = num_proofs
+        self.VERIFY_KEY_SIZE = self.xof.SEED_SIZE
+        seed = self.xof.SEED_SIZE
+        self.RAND_SIZE = seed * shares if flp.JOINT_RAND_LEN == 0 else 2 * seed * shares
+
+    @property
+    def uses_joint_rand(self) -> bool:
+        return self.flp.JOINT_RAND_LEN > 0
+
+    # -- sharding (Section 7.2.1) ---------------------------------------------------------
+
+    def shard(self, ctx: bytes, measurement: Measurement, nonce: bytes,
+              rand: bytes) -> tuple[PublicShare, list[InputShare]]:
+        if len(nonce) != self.NONCE_SIZE:
+            raise VdafError("incorrect nonce size")
+        if len(rand) != self.RAND_SIZE:
+            raise VdafError("incorrect size of random bytes argument")
+        size = self.xof.SEED_SIZE
+        seeds = [rand[i : i + size] for i in range(0, self.RAND_SIZE, size)]
+        try:
+            meas = self.flp.encode(measurement)
+        except (MeasurementError, TypeError) as exc:
+            raise VdafError(f"invalid measurement: {exc}") from exc
+        if self.uses_joint_rand:
+            return self.shard_with_joint_rand(ctx, meas, nonce, seeds)
+        return self.shard_without_joint_rand(ctx, meas, seeds)
+
+    def shard_without_joint_rand(self, ctx: bytes, meas: list[int],
+                                 seeds: list[bytes]) -> tuple[PublicShare, list[InputShare]]:
+        helper_shares = seeds[: self.SHARES - 1]
+        prove_seed = seeds[self.SHARES - 1]
+        field = self.field
+        leader_meas_share = meas
+        for j in range(self.SHARES - 1):
+            leader_meas_share = field.vec_sub(
+                leader_meas_share, self.helper_meas_share(ctx, j + 1, helper_shares[j]))
+        prove_rands = self.prove_rands(ctx, prove_seed)
+        leader_proofs_share: list[int] = []
+        n = self.flp.PROVE_RAND_LEN
+        for k in range(self.PROOFS):
+            leader_proofs_share += self.flp.prove(meas, prove_rands[k * n : (k + 1) * n], [])
+        for j in range(self.SHARES - 1):
+            leader_proofs_share = field.vec_sub(
+                leader_proofs_share, self.helper_proofs_share(ctx, j + 1, helper_shares[j]))
+        input_shares: list[InputShare] = [(leader_meas_share, leader_proofs_share, None)]
+        input_shares += [(helper_shares[j], None) for j in range(self.SHARES - 1)]
+        return (None, input_shares)
+
+    def shard_with_joint_rand(self, ctx: bytes, meas: list[int], nonce: bytes,
+                              seeds: list[bytes]) -> tuple[PublicShare, list[InputShare]]:
+        helper_seeds = seeds[: (self.SHARES - 1) * 2]
+        helper_shares = helper_seeds[0::2]
+        helper_blinds = helper_seeds[1::2]
+        leader_blind, prove_seed = seeds[(self.SHARES - 1) * 2 :][:2]
+        field = self.field
+
+        leader_meas_share = meas
+        joint_rand_parts = []
+        for j in range(self.SHARES - 1):
+            helper_meas_share = self.helper_meas_share(ctx, j + 1, helper_shares[j])
+            leader_meas_share = field.vec_sub(leader_meas_share, helper_meas_share)
+            joint_rand_parts.append(self.joint_rand_part(
+                ctx, j + 1, helper_blinds[j], helper_meas_share, nonce))
+        joint_rand_parts.insert(0, self.joint_rand_part(
+            ctx, 0, leader_blind, leader_meas_share, nonce))
+
+        prove_rands = self.prove_rands(ctx, prove_seed)
+        joint_rands = self.joint_rands(ctx, self.joint_rand_seed(ctx, joint_rand_parts))
+        leader_proofs_share: list[int] = []
+        n = self.flp.PROVE_RAND_LEN
+        m = self.flp.JOINT_RAND_LEN
+        for k in range(self.PROOFS):
+            leader_proofs_share += self.flp.prove(
+                meas, prove_rands[k * n : (k + 1) * n], joint_rands[k * m : (k + 1) * m])
+        for j in range(self.SHARES - 1):
+            leader_proofs_share = field.vec_sub(
+                leader_proofs_share, self.helper_proofs_share(ctx, j + 1, helper_shares[j]))
+
+        input_shares: list[InputShare] = [(leader_meas_share, leader_proofs_share, leader_blind)]
+        input_shares += [(helper_shares[j], helper_blinds[j]) for j in range(self.SHARES - 1)]
+        return (joint_rand_parts, input_shares)
+
+    # -- verification (Section 7.2.2) -----------------------------------------------------
+
+    def verify_init(self, verify_key: bytes, ctx: bytes, agg_id: int, agg_param: None,
+                    nonce: bytes, public_share: PublicShare,
+                    input_share: InputShare) -> tuple[VerifyState, VerifierShare]:
+        if len(verify_key) != self.VERIFY_KEY_SIZE:
+            raise VdafError("incorrect verify_key size")
+        if not 0 <= agg_id < self.SHARES:
+            raise VdafError("agg_id out of range")
+        if len(nonce) != self.NONCE_SIZE:
+            raise VdafError("incorrect nonce size")
+        self._check_public_share(public_share)
+        meas_share, proofs_share, blind = self.expand_input_share(ctx, agg_id, input_share)
+        out_share = self.flp.truncate(meas_share)
+
+        joint_rands: list[int] = []
+        corrected_joint_rand_seed, joint_rand_part = None, None
+        if self.uses_joint_rand:
+            assert public_share is not None and blind is not None
+            joint_rand_part = self.joint_rand_part(ctx, agg_id, blind, meas_share, nonce)
+            parts = list(public_share)
+            parts[agg_id] = joint_rand_part
+            corrected_joint_rand_seed = self.joint_rand_seed(ctx, parts)
+            joint_rands = self.joint_rands(ctx, corrected_joint_rand_seed)
+
+        query_rands = self.query_rands(verify_key, ctx, nonce)
+        flp = self.flp
+        verifiers_share: list[int] = []
+        pl, ql, jl = flp.PROOF_LEN, flp.QUERY_RAND_LEN, flp.JOINT_RAND_LEN
+        try:
+            for k in range(self.PROOFS):
+                verifiers_share += flp.query(
+                    meas_share,
+                    proofs_share[k * pl : (k + 1) * pl],
+                    query_rands[k * ql : (k + 1) * ql],
+                    joint_rands[k * jl : (k + 1) * jl],
+                    self.SHARES,
+                )
+        except FlpError as exc:
+            raise VdafError(str(exc)) from exc
+        return ((out_share, corrected_joint_rand_seed), (verifiers_share, joint_rand_part))
+
+    def verifier_shares_to_message(self, ctx: bytes, agg_param: None,
+                                   verifier_shares: list[VerifierShare]) -> VerifierMessage:
+        if len(verifier_shares) != self.SHARES:
+            raise VdafError(f"expected {self.SHARES} verifier shares, got {len(verifier_shares)}")
+        field = self.field
+        vl = self.flp.VERIFIER_LEN
+        verifiers = field.zeros(vl * self.PROOFS)
+        joint_rand_parts = []
+        for verifiers_share, joint_rand_part in verifier_shares:
+            if len(verifiers_share) != vl * self.PROOFS:
+                raise VdafError("verifier share of the wrong length")
+            verifiers = field.vec_add(verifiers, verifiers_share)
+            if self.uses_joint_rand:
+                if joint_rand_part is None or len(joint_rand_part) != self.xof.SEED_SIZE:
+                    raise VdafError("verifier share lacks a joint randomness part")
+                joint_rand_parts.append(joint_rand_part)
+        for k in range(self.PROOFS):
+            if not self.flp.decide(verifiers[k * vl : (k + 1) * vl]):
+                raise VdafError("proof verifier check failed")
+        if self.uses_joint_rand:
+            return self.joint_rand_seed(ctx, joint_rand_parts)
+        return None
+
+    def verify_next(self, ctx: bytes, verify_state: VerifyState,
+                    verifier_message: VerifierMessage) -> list[int]:
+        out_share, corrected_joint_rand_seed = verify_state
+        if verifier_message != corrected_joint_rand_seed:
+            raise VdafError("joint randomness check failed")
+        return out_share
+
+    def is_valid(self, agg_param: None, previous_agg_params: list[None]) -> bool:
+        """A report is aggregated at most once (Section 7.2.3)."""
+        return len(previous_agg_params) == 0
+
+    # -- aggregation and unsharding (Sections 7.2.4, 7.2.5) -------------------------------
+
+    def agg_init(self, agg_param: None) -> list[int]:
+        return self.field.zeros(self.flp.OUTPUT_LEN)
+
+    def agg_update(self, agg_param: None, agg_share: list[int],
+                   out_share: list[int]) -> list[int]:
+        return self.field.vec_add(agg_share, out_share)
+
+    def merge(self, agg_param: None, agg_shares: list[list[int]]) -> list[int]:
+        agg = self.agg_init(None)
+        for agg_share in agg_shares:
+            agg = self.field.vec_add(agg, agg_share)
+        return agg
+
+    def unshard(self, agg_param: None, agg_shares: list[list[int]],
+                num_measurements: int) -> AggResult:
+        return self.flp.decode(self.merge(None, agg_shares), num_measurements)
+
+    # -- auxiliary functions (Section 7.2.6) ----------------------------------------------
+
+    def helper_meas_share(self, ctx: bytes, agg_id: int, share: bytes) -> list[int]:
+        return self.xof.expand_into_vec(
+            self.field, share, self.domain_separation_tag(USAGE_MEAS_SHARE, ctx),
+            _byte(agg_id), self.flp.MEAS_LEN)
+
+    def helper_proofs_share(self, ctx: bytes, agg_id: int, share: bytes) -> list[int]:
+        return self.xof.expand_into_vec(
+            self.field, share, self.domain_separation_tag(USAGE_PROOF_SHARE, ctx),
+            _byte(self.PROOFS) + _byte(agg_id), self.flp.PROOF_LEN * self.PROOFS)
+
+    def expand_input_share(self, ctx: bytes, agg_id: int,
+                           input_share: InputShare) -> tuple[list[int], list[int], bytes | None]:
+        if agg_id > 0:
+            if len(input_share) != 2:
+                raise VdafError("helper input share must be (seed, blind)")
+            share, blind = input_share
+            if not isinstance(share, bytes) or len(share) != self.xof.SEED_SIZE:
+                raise VdafError("helper input share seed of the wrong size")
+            meas_share = self.helper_meas_share(ctx, agg_id, share)
+            proofs_share = self.helper_proofs_share(ctx, agg_id, share)
+        else:
+            if len(input_share) != 3:
+                raise VdafError("leader input share must be (meas_share, proofs_share, blind)")
+            meas_share, proofs_share, blind = input_share
+            if len(meas_share) != self.flp.MEAS_LEN or \
+                    len(proofs_share) != self.flp.PROOF_LEN * self.PROOFS:
+                raise VdafError("leader input share of the wrong length")
+        if self.uses_joint_rand:
+            if not isinstance(blind, bytes) or len(blind) != self.xof.SEED_SIZE:
+                raise VdafError("input share lacks a blind of the right size")
+        elif blind is not None:
+            raise VdafError("unexpected blind in input share")
+        return (meas_share, proofs_share, blind)
+
+    def prove_rands(self, ctx: bytes, prove_seed: bytes) -> list[int]:
+        return self.xof.expand_into_vec(
+            self.field, prove_seed, self.domain_separation_tag(USAGE_PROVE_RANDOMNESS, ctx),
+            _byte(self.PROOFS), self.flp.PROVE_RAND_LEN * self.PROOFS)
+
+    def query_rands(self, verify_key: bytes, ctx: bytes, nonce: bytes) -> list[int]:
+        return self.xof.expand_into_vec(
+            self.field, verify_key, self.domain_separation_tag(USAGE_QUERY_RANDOMNESS, ctx),
+            _byte(self.PROOFS) + nonce, self.flp.QUERY_RAND_LEN * self.PROOFS)
+
+    def joint_rand_part(self, ctx: bytes, agg_id: int, blind: bytes, meas_share: list[int],
+                        nonce: bytes) -> bytes:
+        return self.xof.derive_seed(
+            blind, self.domain_separation_tag(USAGE_JOINT_RAND_PART, ctx),
+            _byte(agg_id) + nonce + self.field.encode_vec(meas_share))
+
+    def joint_rand_seed(self, ctx: bytes, joint_rand_parts: list[bytes]) -> bytes:
+        return self.xof.derive_seed(
+            bytes(self.xof.SEED_SIZE), self.domain_separation_tag(USAGE_JOINT_RAND_SEED, ctx),
+            b"".join(joint_rand_parts))
+
+    def joint_rands(self, ctx: bytes, joint_rand_seed: bytes) -> list[int]:
+        return self.xof.expand_into_vec(
+            self.field, joint_rand_seed, self.domain_separation_tag(USAGE_JOINT_RANDOMNESS, ctx),
+            _byte(self.PROOFS), self.flp.JOINT_RAND_LEN * self.PROOFS)
+
+    # -- message serialization (Section 7.2.7) --------------------------------------------
+
+    def _check_public_share(self, public_share: PublicShare) -> None:
+        if self.uses_joint_rand:
+            if public_share is None or len(public_share) != self.SHARES or any(
+                    not isinstance(p, bytes) or len(p) != self.xof.SEED_SIZE
+                    for p in public_share):
+                raise VdafError("public share must hold one joint randomness part per share")
+        elif public_share is not None:
+            raise VdafError("public share must be empty")
+
+    def encode_public_share(self, public_share: PublicShare) -> bytes:
+        self._check_public_share(public_share)
+        return b"".join(public_share) if public_share is not None else b""
+
+    def decode_public_share(self, encoded: bytes) -> PublicShare:
+        if not self.uses_joint_rand:
+            if encoded:
+                raise VdafError("public share must be empty")
+            return None
+        size = self.xof.SEED_SIZE
+        if len(encoded) != size * self.SHARES:
+            raise VdafError(f"public share must be {size * self.SHARES} bytes")
+        return [bytes(encoded[i : i + size]) for i in range(0, len(encoded), size)]
+
+    def encode_input_share(self, input_share: InputShare) -> bytes:
+        field = self.field
+        if len(input_share) == 3:
+            meas_share, proofs_share, blind = input_share
+            out = field.encode_vec(meas_share) + field.encode_vec(proofs_share)
+        else:
+            share, blind = input_share
+            out = share
+        if self.uses_joint_rand:
+            out += blind
+        return out
+
+    def decode_input_share(self, agg_id: int, encoded: bytes) -> InputShare:
+        if not 0 <= agg_id < self.SHARES:
+            raise VdafError("agg_id out of range")
+        size = self.xof.SEED_SIZE
+        blind_len = size if self.uses_joint_rand else 0
+        if agg_id == 0:
+            f = self.field.ENCODED_SIZE
+            meas_len = self.flp.MEAS_LEN * f
+            proofs_len = self.flp.PROOF_LEN * self.PROOFS * f
+            if len(encoded) != meas_len + proofs_len + blind_len:
+                raise VdafError(
+                    f"leader input share must be {meas_len + proofs_len + blind_len} bytes")
+            try:
+                meas_share = self.field.decode_vec(encoded[:meas_len])
+                proofs_share = self.field.decode_vec(encoded[meas_len : meas_len + proofs_len])
+            except FieldError as exc:
+                raise VdafError(f"leader input share: {exc}") from exc
+            blind = bytes(encoded[meas_len + proofs_len :]) if blind_len else None
+            return (meas_share, proofs_share, blind)
+        if len(encoded) != size + blind_len:
+            raise VdafError(f"helper input share must be {size + blind_len} bytes")
+        return (bytes(encoded[:size]), bytes(encoded[size:]) if blind_len else None)
+
+    def encode_verifier_share(self, verifier_share: VerifierShare) -> bytes:
+        verifiers_share, joint_rand_part = verifier_share
+        out = self.field.encode_vec(verifiers_share)
+        if self.uses_joint_rand:
+            assert joint_rand_part is not None
+            out += joint_rand_part
+        return out
+
+    def decode_verifier_share(self, verify_state: VerifyState | None,
+                              encoded: bytes) -> VerifierShare:
+        f = self.field.ENCODED_SIZE
+        vlen = self.flp.VERIFIER_LEN * self.PROOFS * f
+        plen = self.xof.SEED_SIZE if self.uses_joint_rand else 0
+        if len(encoded) != vlen + plen:
+            raise VdafError(f"verifier share must be {vlen + plen} bytes")
+        try:
+            verifiers_share = self.field.decode_vec(encoded[:vlen])
+        except FieldError as exc:
+            raise VdafError(f"verifier share: {exc}") from exc
+        return (verifiers_share, bytes(encoded[vlen:]) if plen else None)
+
+    def encode_verifier_message(self, verifier_message: VerifierMessage) -> bytes:
+        return verifier_message if verifier_message is not None else b""
+
+    def decode_verifier_message(self, verify_state: VerifyState | None,
+                                encoded: bytes) -> VerifierMessage:
+        if self.uses_joint_rand:
+            if len(encoded) != self.xof.SEED_SIZE:
+                raise VdafError(f"verifier message must be {self.xof.SEED_SIZE} bytes")
+            return bytes(encoded)
+        if encoded:
+            raise VdafError("verifier message must be empty")
+        return None
+
+    def encode_agg_param(self, agg_param: None) -> bytes:
+        if agg_param is not None:
+            raise VdafError("Prio3 has no aggregation parameter")
+        return b""
+
+    def decode_agg_param(self, encoded: bytes) -> None:
+        if encoded:
+            raise VdafError("Prio3 aggregation parameter must be empty")
+        return None
+
+    def encode_out_share(self, out_share: list[int]) -> bytes:
+        return self.field.encode_vec(out_share)
+
+    def decode_out_share(self, agg_param: None, encoded: bytes) -> list[int]:
+        return self._decode_vec_of_len(encoded, self.flp.OUTPUT_LEN, "output share")
+
+    def encode_agg_share(self, agg_share: list[int]) -> bytes:
+        return self.field.encode_vec(agg_share)
+
+    def decode_agg_share(self, agg_param: None, encoded: bytes) -> list[int]:
+        return self._decode_vec_of_len(encoded, self.flp.OUTPUT_LEN, "aggregate share")
+
+    def _decode_vec_of_len(self, encoded: bytes, length: int, what: str) -> list[int]:
+        if len(encoded) != length * self.field.ENCODED_SIZE:
+            raise VdafError(f"{what} must be {length * self.field.ENCODED_SIZE} bytes")
+        try:
+            return self.field.decode_vec(encoded)
+        except FieldError as exc:
+            raise VdafError(f"{what}: {exc}") from exc
+
+
+# -- variants (Section 7.4) ---------------------------------------------------------------
+
+
+class Prio3Count(Prio3[int, int]):
+    """Prio3Count (Section 7.4.1): Field64, Count circuit, one proof."""
+
+    ID = 0x00000001
+
+    def __init__(self, shares: int) -> None:
+        super().__init__(shares, FlpBBCGGI19(Count(Field64)), 1)
+
+
+class Prio3Sum(Prio3[int, int]):
+    """Prio3Sum (Section 7.4.2): Field64, Sum(max_measurement), one proof."""
+
+    ID = 0x00000002
+
+    def __init__(self, shares: int, max_measurement: int) -> None:
+        self.max_measurement = max_measurement
+        super().__init__(shares, FlpBBCGGI19(Sum(Field64, max_measurement)), 1)
+
+
+class Prio3SumVec(Prio3[list[int], list[int]]):
+    """Prio3SumVec (Section 7.4.3): Field128, SumVec(length, max_measurement,
+    chunk_length), one proof."""
+
+    ID = 0x00000003
+
+    def __init__(self, shares: int, length: int, max_measurement: int,
+                 chunk_length: int) -> None:
+        self.length = length
+        self.max_measurement = max_measurement
+        self.chunk_length = chunk_length
+        super().__init__(
+            shares, FlpBBCGGI19(SumVec(Field128, length, max_measurement, chunk_length)), 1)
+
+
+class Prio3Histogram(Prio3[int, list[int]]):
+    """Prio3Histogram (Section 7.4.4): Field128, Histogram(length, chunk_length)."""
+
+    ID = 0x00000004
+
+    def __init__(self, shares: int, length: int, chunk_length: int) -> None:
+        self.length = length
+        self.chunk_length = chunk_length
+        super().__init__(shares, FlpBBCGGI19(Histogram(Field128, length, chunk_length)), 1)
+
+
+class Prio3MultihotCountVec(Prio3[list[bool], list[int]]):
+    """Prio3MultihotCountVec (Section 7.4.5): Field128, MultihotCountVec(length,
+    max_weight, chunk_length), one proof."""
+
+    ID = 0x00000005
+
+    def __init__(self, shares: int, length: int, max_weight: int, chunk_length: int) -> None:
+        self.length = length
+        self.max_weight = max_weight
+        self.chunk_length = chunk_length
+        super().__init__(
+            shares,
+            FlpBBCGGI19(MultihotCountVec(Field128, length, max_weight, chunk_length)), 1)
+
+
+class Prio3SumVecWithMultiproof(Prio3[list[int], list[int]]):
+    """Test-only: SumVec over a chosen field with several proofs (Section 7.1.2,
+    "Multiple Proofs"). Not a registered VDAF: it uses the private-use ID 0xFFFFFFFF,
+    like the draft's test vectors."""
+
+    ID = 0xFFFFFFFF
+
+    def __init__(self, shares: int, field: type[NttField], num_proofs: int, length: int,
+                 max_measurement: int, chunk_length: int) -> None:
+        self.length = length
+        self.max_measurement = max_measurement
+        self.chunk_length = chunk_length
+        self.num_proofs = num_proofs
+        super().__init__(
+            shares, FlpBBCGGI19(SumVec(field, length, max_measurement, chunk_length)),
+            num_proofs)
+
+
+class Prio3HigherDegree(Prio3[int, int]):
+    """Test-only: Prio3 over the degree-3 `HigherDegree` circuit (Field64), ID
+    0xFFFFFFFF, as in the draft's test vectors."""
+
+    ID = 0xFFFFFFFF
+
+    def __init__(self, shares: int) -> None:
+        super().__init__(shares, FlpBBCGGI19(HigherDegree(Field64)), 1)
