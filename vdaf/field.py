@@ -17,7 +17,7 @@ import secrets
 import struct
 from collections.abc import Sequence
 from functools import cache
-from operator import mul
+from operator import add, mul, sub
 from typing import ClassVar
 
 
@@ -166,10 +166,8 @@ class NttField(Field):
         """Coefficients of the polynomial whose evaluations at `Wn**i` are `v`."""
         if len(v) != n:
             raise ValueError("inv_ntt expects exactly n evaluations")
-        out = _ntt(cls, list(v), True)
-        q = cls.MODULUS
-        n_inv = pow(n, -1, q)
-        return [x * n_inv % q for x in out]
+        n_inv = pow(n, -1, cls.MODULUS)
+        return ntt_batch(cls, [v], True, [n_inv] * n)[0]
 
 
 @cache
@@ -212,25 +210,56 @@ def _stage_twiddles(field: type[NttField], n: int, inverse: bool) -> list[list[i
 
 
 def _ntt(field: type[NttField], a: list[int], inverse: bool) -> list[int]:
-    """Iterative radix-2 Cooley-Tukey transform (natural-order output, unscaled)."""
-    n = len(a)
+    """Radix-2 transform of one vector (natural-order output, unscaled)."""
+    return ntt_batch(field, [a], inverse)[0]
+
+
+def ntt_batch(field: type[NttField], vecs: Sequence[Sequence[int]], inverse: bool,
+              scale: Sequence[int] | None = None) -> list[list[int]]:
+    """The same radix-2 transform (forward, or inverse without the 1/n factor) of several
+    vectors of one power-of-two length, natural order in and out.
+
+    The vectors are laid end to end and each butterfly stage is done with list slices:
+    for the pairs (i, i + half) that share a twiddle, `flat[k::step]` and
+    `flat[k + half::step]` are whole Python lists, so the interpreter runs one list
+    operation per group instead of one loop iteration per butterfly. Sums and differences
+    are left unreduced (they grow by at most MODULUS per stage and may be negative); the
+    products are reduced, and everything once at the end, multiplied by `scale[i]` (a
+    per-position factor, e.g. 1/n and a coset twist) when given.
+    """
+    if not vecs:
+        return []
+    n = len(vecs[0])
     assert_power_of_2(n)
+    count = len(vecs)
     q = field.MODULUS
     rev = _bit_reverse(n)
-    a = [a[r] for r in rev]
+    flat = [v[r] for v in vecs for r in rev]
+    size = len(flat)
     half = 1
     for tw in _stage_twiddles(field, n, inverse):
         step = 2 * half
-        for start in range(0, n, step):
+        if half <= count * (n // step):
             for k in range(half):
-                i = start + k
-                j = i + half
-                t = a[j] * tw[k] % q
-                u = a[i]
-                a[i] = (u + t) % q
-                a[j] = (u - t) % q
+                w = tw[k]
+                lo = flat[k::step]
+                hi = flat[k + half :: step]
+                t = hi if w == 1 else [x * w % q for x in hi]
+                flat[k::step] = list(map(add, lo, t))
+                flat[k + half :: step] = list(map(sub, lo, t))
+        else:
+            for start in range(0, size, step):
+                mid = start + half
+                lo = flat[start:mid]
+                t = [x * w % q for x, w in zip(flat[mid : start + step], tw, strict=True)]
+                flat[start:mid] = list(map(add, lo, t))
+                flat[mid : start + step] = list(map(sub, lo, t))
         half = step
-    return a
+    if scale is None:
+        out = [x % q for x in flat]
+    else:
+        out = [x * s % q for x, s in zip(flat, list(scale) * count, strict=True)]
+    return [out[i * n : (i + 1) * n] for i in range(count)]
 
 
 class Field64(NttField):

@@ -1,0 +1,218 @@
+"""`ppm vdaf ...` sub-commands: the test-vector tool.
+
+    ppm vdaf vectors check FILE... [--json] [--vdaf NAME] [--vdaf-version 18]
+    ppm vdaf vectors generate --out DIR [--vdaf NAME --shares N --length L
+        --chunk-length C --max-measurement M --max-weight W --num-proofs P --field F
+        --measurements M... --ctx HEX --name FILE]
+
+`check` prints one line per file and one per failing operation, or with `--json` a report;
+it exits 1 when any file fails. `generate` without `--vdaf` writes the standard set
+(byte-identical to the published Prio3 vectors); with `--vdaf` it writes one vector for
+the chosen parameters and measurements.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from vdaf import vectors
+from vdaf.vectors import VectorError, VectorSpec
+
+# Command-line option -> vector parameter key (for `generate --vdaf`).
+_PARAM_OPTIONS = (
+    ("shares", "shares"),
+    ("length", "length"),
+    ("chunk_length", "chunk_length"),
+    ("max_measurement", "max_measurement"),
+    ("max_weight", "max_weight"),
+    ("num_proofs", "num_proofs"),
+    ("field", "field"),
+)
+
+
+def register(subparsers: Any) -> None:
+    """Add `vdaf` and its sub-commands to the `ppm` parser."""
+    vdaf_parser = subparsers.add_parser("vdaf", help="VDAF tools (draft-irtf-cfrg-vdaf)")
+    vdaf_sub = vdaf_parser.add_subparsers(dest="vdaf_command", metavar="COMMAND")
+    vdaf_parser.set_defaults(func=lambda _args: _help(vdaf_parser))
+
+    vec_parser = vdaf_sub.add_parser("vectors", help="check or generate VDAF test vectors")
+    vec_sub = vec_parser.add_subparsers(dest="vectors_command", metavar="COMMAND")
+    vec_parser.set_defaults(func=lambda _args: _help(vec_parser))
+
+    check = vec_sub.add_parser(
+        "check",
+        help="replay test-vector files (CFRG JSON schema)",
+        description="Replay every operation of each vector file. Exit status 1 if any fails.",
+    )
+    check.add_argument(
+        "files", nargs="+", metavar="FILE", help="vector JSON files (a directory: its *.json)"
+    )
+    check.add_argument("--json", action="store_true", help="print a JSON report")
+    check.add_argument(
+        "--vdaf", metavar="NAME",
+        help="instance name to use for every file (default: from the file name)",
+    )
+    check.add_argument(
+        "--vdaf-version", type=int, default=vectors.DEFAULT_VERSION, metavar="N",
+        help=f"VDAF wire version (default {vectors.DEFAULT_VERSION})",
+    )
+    check.set_defaults(func=cmd_check)
+
+    gen = vec_sub.add_parser(
+        "generate",
+        help="write test vectors (the standard set, or one for chosen parameters)",
+        description=(
+            "Without --vdaf, write the standard set of Prio3 vectors (the published file "
+            "names). With --vdaf, write one vector for the given parameters."
+        ),
+    )
+    gen.add_argument("--out", required=True, type=Path, metavar="DIR", help="output directory")
+    gen.add_argument(
+        "--vdaf-version", type=int, default=vectors.DEFAULT_VERSION, metavar="N",
+        help=f"VDAF wire version (default {vectors.DEFAULT_VERSION})",
+    )
+    gen.add_argument("--vdaf", metavar="NAME", help="instance, e.g. Prio3Histogram")
+    gen.add_argument("--shares", type=int, default=2, help="number of shares (default 2)")
+    gen.add_argument("--length", type=int)
+    gen.add_argument("--chunk-length", type=int)
+    gen.add_argument("--max-measurement", type=int)
+    gen.add_argument("--max-weight", type=int)
+    gen.add_argument("--num-proofs", type=int, help="Prio3SumVecWithMultiproof only")
+    gen.add_argument("--field", help="Prio3SumVecWithMultiproof only, e.g. Field64")
+    gen.add_argument(
+        "--measurements", nargs="+", metavar="M",
+        help="measurements, each a JSON value (e.g. 3, '[1,0,2]', '[true,false]')",
+    )
+    gen.add_argument(
+        "--ctx", default=vectors.DEFAULT_CTX.hex(), metavar="HEX",
+        help="application context, hex (default: 'some application')",
+    )
+    gen.add_argument("--name", metavar="FILE", help="output file name (default NAME_custom.json)")
+    gen.add_argument("--json", action="store_true", help="print the written files as JSON")
+    gen.set_defaults(func=cmd_generate)
+
+
+def _help(parser: argparse.ArgumentParser) -> int:
+    parser.print_help()
+    return 2
+
+
+def _error(message: str, as_json: bool) -> int:
+    if as_json:
+        print(json.dumps({"ok": False, "error": message}, indent=2))
+    else:
+        print(f"error: {message}", file=sys.stderr)
+    return 2
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    try:
+        vectors.instances(args.vdaf_version)
+    except VectorError as exc:
+        return _error(str(exc), args.json)
+    paths: list[Path] = []
+    for name in args.files:
+        path = Path(name)
+        # A directory stands for the vector files in it.
+        paths += sorted(path.glob("*.json")) if path.is_dir() else [path]
+    results = [
+        vectors.check_file(path, vdaf_name=args.vdaf, version=args.vdaf_version)
+        for path in paths
+    ]
+    failed = [r for r in results if r.status == "fail"]
+    if args.json:
+        report = {
+            "ok": not failed,
+            "vdaf_version": args.vdaf_version,
+            "summary": {
+                status: sum(1 for r in results if r.status == status)
+                for status in ("pass", "fail", "skip")
+            },
+            "files": [r.to_json() for r in results],
+        }
+        print(json.dumps(report, indent=2))
+    else:
+        for r in results:
+            print(_line(r))
+            for op in r.failed_operations:
+                print(f"    {op.describe()}: {op.detail}")
+        passed = sum(1 for r in results if r.status == "pass")
+        skipped = sum(1 for r in results if r.status == "skip")
+        print(f"{passed} passed, {len(failed)} failed, {skipped} skipped")
+    return 1 if failed else 0
+
+
+def _line(r: vectors.FileResult) -> str:
+    label = r.status.upper()
+    kind = "negative" if r.negative else "positive"
+    if r.status == "pass":
+        return f"{label} {r.path} ({r.instance}, {kind}, {len(r.operations)} operations)"
+    return f"{label} {r.path}: {r.reason}"
+
+
+def _parse_measurement(text: str, instance: vectors.Instance) -> Any:
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise VectorError(f"measurement {text!r} is not a JSON value") from exc
+    if instance.measurement == "bool_list" and isinstance(value, list):
+        if all(v in (0, 1) for v in value):
+            value = [bool(v) for v in value]
+    return value
+
+
+def cmd_generate(args: argparse.Namespace) -> int:
+    try:
+        if args.vdaf is None:
+            paths = vectors.generate_standard(args.out, args.vdaf_version)
+        else:
+            paths = [_generate_one(args)]
+    except VectorError as exc:
+        return _error(str(exc), args.json)
+    if args.json:
+        print(json.dumps({"ok": True, "files": [str(p) for p in paths]}, indent=2))
+    else:
+        for path in paths:
+            print(f"wrote {path}")
+    return 0
+
+
+def _generate_one(args: argparse.Namespace) -> Path:
+    inst = vectors.lookup_instance(args.vdaf, args.vdaf_version)
+    params: dict[str, Any] = {}
+    for option, key in _PARAM_OPTIONS:
+        value = getattr(args, option)
+        if value is not None:
+            params[key] = value
+    allowed = set(inst.parameter_keys()) | {key for key, _ in inst.hidden}
+    extra = sorted(set(params) - allowed)
+    if extra:
+        raise VectorError(
+            f"{inst.name} takes no {', '.join(extra)} "
+            f"(its parameters: {', '.join(sorted(allowed))})"
+        )
+    missing = [key for key in inst.parameter_keys() if key not in params]
+    if missing:
+        raise VectorError(
+            f"{inst.name} needs " + ", ".join("--" + k.replace("_", "-") for k in missing)
+        )
+    try:
+        ctx = bytes.fromhex(args.ctx)
+    except ValueError as exc:
+        raise VectorError("--ctx must be hex") from exc
+    if args.measurements:
+        measurements = tuple(_parse_measurement(m, inst) for m in args.measurements)
+    else:
+        measurements = vectors.default_measurements(inst.name, params)
+    spec = VectorSpec(inst.name, params, measurements, ctx=ctx)
+    try:
+        return vectors.write_vector(spec, args.out, args.vdaf_version, file_name=args.name)
+    except VectorError:
+        raise
+    except Exception as exc:  # e.g. an invalid measurement rejected by shard
+        raise VectorError(f"cannot generate {spec.instance}: {type(exc).__name__}: {exc}") from exc

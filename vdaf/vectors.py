@@ -1,0 +1,1030 @@
+"""The CFRG test-vector JSON schema: read, check, generate (draft-irtf-cfrg-vdaf-20, Appendix C).
+
+A vector file describes one VDAF instance (its parameters are top-level keys), the
+deterministic inputs of each report (`measurement`, `nonce`, `rand`, plus `verify_key`
+and `ctx`), every message the VDAF produces, and the `operations` to replay.
+
+`check_file` replays the operations in order, the way a real deployment would: an
+operation that consumes a message decodes it from the file's bytes (so that hand-mutated
+negative vectors exercise the decoders and the verification), and every value an
+operation produces is encoded and compared with the bytes recorded in the file. An
+operation marked `success: false` must be rejected (raise `ValueError`); every other
+operation must succeed.
+
+`generate_vector` runs the same flow forward from a `VectorSpec` and returns the JSON
+document. `STANDARD_SPECS` is the table of the published Prio3 vectors: with the
+deterministic randomness convention below our output is byte-identical to them.
+
+Deterministic randomness convention of the published vectors (read off the files):
+`verify_key`, every report's `nonce` and every report's `rand` are the byte strings
+0x00, 0x01, 0x02, ... (mod 256) of the VDAF's VERIFY_KEY_SIZE, NONCE_SIZE and RAND_SIZE;
+`ctx` is b"some application". JSON formatting: `json.dumps(doc, indent=4,
+sort_keys=True)` followed by one newline.
+
+Which VDAF a file describes is given by its file name: the instance name is the part
+before the first underscore (`Prio3Histogram_2.json`, `Prio3Count_bad_meas_share.json`),
+unless the caller names it. The classes per VDAF wire version are looked up in
+`VERSIONS`, one table per version.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol, cast
+
+DEFAULT_VERSION = 18
+DEFAULT_CTX = b"some application"
+
+# Exceptions by which a VDAF operation rejects its input. A `success: false` operation
+# must raise one of these; any other exception is reported as a crash, not a rejection.
+REJECTIONS: tuple[type[Exception], ...] = (ValueError,)
+
+# Instances that appear in the published directories but that this tool does not replay.
+OUT_OF_SCOPE: dict[str, str] = {
+    "Poplar1": "Poplar1/IDPF out of scope",
+    "IdpfBBCGGI21": "Poplar1/IDPF out of scope",
+}
+
+# The XOF vectors share the directory but not the VDAF schema; they are checked separately.
+XOF_NAMES = ("XofTurboShake128", "XofFixedKeyAes128")
+
+
+class VectorError(Exception):
+    """A vector file (or a spec for one) cannot be interpreted."""
+
+
+class Vdaf(Protocol):
+    """The parts of the VDAF interface (draft-irtf-cfrg-vdaf-20, section 5) used here."""
+
+    @property
+    def ID(self) -> int: ...  # noqa: N802
+    @property
+    def SHARES(self) -> int: ...  # noqa: N802
+    @property
+    def ROUNDS(self) -> int: ...  # noqa: N802
+    @property
+    def NONCE_SIZE(self) -> int: ...  # noqa: N802
+    @property
+    def RAND_SIZE(self) -> int: ...  # noqa: N802
+    @property
+    def VERIFY_KEY_SIZE(self) -> int: ...  # noqa: N802
+
+    def shard(self, ctx: bytes, measurement: Any, nonce: bytes, rand: bytes) -> Any: ...
+    def verify_init(
+        self,
+        verify_key: bytes,
+        ctx: bytes,
+        agg_id: int,
+        agg_param: Any,
+        nonce: bytes,
+        public_share: Any,
+        input_share: Any,
+    ) -> Any: ...
+    def verifier_shares_to_message(
+        self, ctx: bytes, agg_param: Any, verifier_shares: Any
+    ) -> Any: ...
+    def verify_next(self, ctx: bytes, verify_state: Any, verifier_message: Any) -> Any: ...
+    def agg_init(self, agg_param: Any) -> Any: ...
+    def agg_update(self, agg_param: Any, agg_share: Any, out_share: Any) -> Any: ...
+    def merge(self, agg_param: Any, agg_shares: Any) -> Any: ...
+    def unshard(self, agg_param: Any, agg_shares: Any, num_measurements: int) -> Any: ...
+
+    def encode_public_share(self, public_share: Any) -> bytes: ...
+    def decode_public_share(self, data: bytes) -> Any: ...
+    def encode_input_share(self, input_share: Any) -> bytes: ...
+    def decode_input_share(self, agg_id: int, data: bytes) -> Any: ...
+    def encode_verifier_share(self, verifier_share: Any) -> bytes: ...
+    def decode_verifier_share(self, verify_state: Any, data: bytes) -> Any: ...
+    def encode_verifier_message(self, verifier_message: Any) -> bytes: ...
+    def decode_verifier_message(self, verify_state: Any, data: bytes) -> Any: ...
+    def encode_agg_share(self, agg_share: Any) -> bytes: ...
+    def decode_agg_share(self, agg_param: Any, data: bytes) -> Any: ...
+    def encode_agg_param(self, agg_param: Any) -> bytes: ...
+    def decode_agg_param(self, data: bytes) -> Any: ...
+    def encode_out_share(self, out_share: Any) -> bytes: ...
+
+
+# ---------------------------------------------------------------------------------------
+# The instances a version knows, as data.
+
+
+@dataclass(frozen=True)
+class Instance:
+    """How a test-vector instance name becomes a VDAF object.
+
+    `params` are the schema's parameter keys after `shares`, in constructor order.
+    `hidden` are constructor parameters that the published schema does not record,
+    with the values the published files use; a file may still carry them as keys
+    (our generator writes them when they differ from these defaults).
+    `measurement` is the JSON shape of one measurement: "int", "int_list" or "bool_list".
+    `constructor` is the order of the class's constructor arguments, when it is not
+    `shares`, `params`, then `hidden`.
+    """
+
+    name: str
+    module: str
+    cls: str
+    params: tuple[str, ...]
+    measurement: str
+    hidden: tuple[tuple[str, Any], ...] = ()
+    constructor: tuple[str, ...] | None = None
+
+    def parameter_keys(self) -> tuple[str, ...]:
+        return ("shares", *self.params)
+
+    def constructor_keys(self) -> tuple[str, ...]:
+        """The keys in the order of the class's constructor arguments."""
+        if self.constructor is not None:
+            return self.constructor
+        return (*self.parameter_keys(), *(key for key, _ in self.hidden))
+
+    def build(self, values: Mapping[str, Any]) -> Vdaf:
+        """Instantiate the VDAF from parameter values (schema keys, plus hidden ones)."""
+        resolved: dict[str, Any] = {}
+        for key in self.parameter_keys():
+            if key not in values:
+                raise VectorError(f"missing parameter {key!r} for {self.name}")
+            resolved[key] = values[key]
+        for key, default in self.hidden:
+            resolved[key] = values.get(key, default)
+        for key, value in resolved.items():
+            if key == "field":
+                continue
+            if not isinstance(value, int) or isinstance(value, bool):
+                raise VectorError(f"parameter {key!r} of {self.name} must be an integer")
+        args = [
+            _field_class(resolved[key]) if key == "field" else resolved[key]
+            for key in self.constructor_keys()
+        ]
+        try:
+            module = importlib.import_module(self.module)
+        except ImportError as exc:
+            raise VectorError(f"cannot import {self.module} for {self.name}: {exc}") from exc
+        ctor = getattr(module, self.cls, None)
+        if ctor is None:
+            raise VectorError(f"{self.module} has no class {self.cls} (needed for {self.name})")
+        try:
+            return cast(Vdaf, ctor(*args))
+        except Exception as exc:  # the constructor validates the parameters
+            shown = ", ".join(f"{key}={value!r}" for key, value in resolved.items())
+            raise VectorError(f"cannot instantiate {self.name}({shown}): {exc}") from exc
+
+    def measurement_from_json(self, value: Any) -> Any:
+        """Check the JSON shape of a measurement and convert it for `shard`."""
+        if self.measurement == "int":
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise VectorError(f"a {self.name} measurement is an integer, got {value!r}")
+            return value
+        if not isinstance(value, list):
+            raise VectorError(f"a {self.name} measurement is a list, got {value!r}")
+        if self.measurement == "bool_list":
+            if not all(isinstance(v, bool) for v in value):
+                raise VectorError(f"a {self.name} measurement is a list of booleans")
+            return list(value)
+        if not all(isinstance(v, int) and not isinstance(v, bool) for v in value):
+            raise VectorError(f"a {self.name} measurement is a list of integers")
+        return list(value)
+
+
+def _field_class(value: Any) -> Any:
+    """A field class from its name ("Field64", "Field128", ...)."""
+    if not isinstance(value, str):
+        raise VectorError(f"parameter 'field' must be a field name, got {value!r}")
+    module = importlib.import_module("vdaf.field")
+    cls = getattr(module, value, None)
+    if cls is None or not value.startswith("Field"):
+        raise VectorError(f"unknown field {value!r}")
+    return cls
+
+
+def _prio3_v18() -> dict[str, Instance]:
+    m = "vdaf.prio3"
+    table = [
+        Instance("Prio3Count", m, "Prio3Count", (), "int"),
+        Instance("Prio3Sum", m, "Prio3Sum", ("max_measurement",), "int"),
+        Instance(
+            "Prio3SumVec", m, "Prio3SumVec", ("length", "max_measurement", "chunk_length"),
+            "int_list",
+        ),
+        Instance("Prio3Histogram", m, "Prio3Histogram", ("length", "chunk_length"), "int"),
+        Instance(
+            "Prio3MultihotCountVec", m, "Prio3MultihotCountVec",
+            ("length", "max_weight", "chunk_length"), "bool_list",
+        ),
+        # The published files do not record the field and the number of proofs; their
+        # sizes show Field64 (8-byte output-share elements) and 3 proofs (the verifier
+        # share is 3 verifiers long).
+        Instance(
+            "Prio3SumVecWithMultiproof", m, "Prio3SumVecWithMultiproof",
+            ("length", "max_measurement", "chunk_length"), "int_list",
+            hidden=(("field", "Field64"), ("num_proofs", 3)),
+            constructor=(
+                "shares", "field", "num_proofs", "length", "max_measurement", "chunk_length",
+            ),
+        ),
+        Instance("Prio3HigherDegree", m, "Prio3HigherDegree", (), "int"),
+    ]
+    return {inst.name: inst for inst in table}
+
+
+# VDAF wire version -> its table of instances. Adding a version is one more entry.
+VERSIONS: dict[int, Callable[[], dict[str, Instance]]] = {
+    18: _prio3_v18,
+}
+
+
+def instances(version: int = DEFAULT_VERSION) -> dict[str, Instance]:
+    table = VERSIONS.get(version)
+    if table is None:
+        known = ", ".join(str(v) for v in sorted(VERSIONS))
+        raise VectorError(f"unsupported VDAF version {version} (known: {known})")
+    return table()
+
+
+def instance_name_from_path(path: Path) -> str:
+    """The instance name encoded in a vector file name: the part before the first `_`."""
+    return path.stem.split("_", 1)[0]
+
+
+def lookup_instance(name: str, version: int = DEFAULT_VERSION) -> Instance:
+    table = instances(version)
+    inst = table.get(name)
+    if inst is None:
+        known = ", ".join(sorted(table))
+        raise VectorError(
+            f"unknown VDAF instance {name!r} for version {version} (known: {known})"
+        )
+    return inst
+
+
+# ---------------------------------------------------------------------------------------
+# Results.
+
+
+@dataclass
+class OpResult:
+    """The outcome of replaying one operation."""
+
+    index: int
+    operation: str
+    expect_success: bool
+    ok: bool
+    detail: str = ""
+    report_index: int | None = None
+    aggregator_id: int | None = None
+    round: int | None = None
+
+    def describe(self) -> str:
+        parts = [f"op {self.index} {self.operation}"]
+        if self.report_index is not None:
+            parts.append(f"report {self.report_index}")
+        if self.aggregator_id is not None:
+            parts.append(f"aggregator {self.aggregator_id}")
+        if self.round is not None:
+            parts.append(f"round {self.round}")
+        return " ".join(parts)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "index": self.index,
+            "operation": self.operation,
+            "report_index": self.report_index,
+            "aggregator_id": self.aggregator_id,
+            "round": self.round,
+            "expect_success": self.expect_success,
+            "ok": self.ok,
+            "detail": self.detail,
+        }
+
+
+@dataclass
+class FileResult:
+    """The outcome of checking one file: status is "pass", "fail" or "skip"."""
+
+    path: str
+    instance: str | None
+    status: str
+    reason: str = ""
+    negative: bool = False
+    operations: list[OpResult] = field(default_factory=list)
+
+    @property
+    def failed_operations(self) -> list[OpResult]:
+        return [op for op in self.operations if not op.ok]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "file": self.path,
+            "instance": self.instance,
+            "status": self.status,
+            "reason": self.reason,
+            "negative": self.negative,
+            "operations": len(self.operations),
+            "failed_operations": [op.to_json() for op in self.failed_operations],
+        }
+
+
+# ---------------------------------------------------------------------------------------
+# Reading.
+
+
+def _hex(value: Any, where: str) -> bytes:
+    if not isinstance(value, str):
+        raise VectorError(f"{where}: expected a hex string, got {type(value).__name__}")
+    try:
+        return bytes.fromhex(value)
+    except ValueError as exc:
+        raise VectorError(f"{where}: not a hex string") from exc
+
+
+def _short(data: bytes, limit: int = 24) -> str:
+    text = data.hex()
+    if len(text) <= 2 * limit:
+        return text or "(empty)"
+    return f"{text[:2 * limit]}... ({len(data)} bytes)"
+
+
+def _jsonable(value: Any) -> Any:
+    """A VDAF result as the JSON value it is written as (tuples become lists)."""
+    if isinstance(value, list | tuple):
+        return [_jsonable(v) for v in value]
+    return value
+
+
+def load_json(path: Path) -> dict[str, Any]:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise VectorError(f"cannot read: {exc.strerror or exc}") from exc
+    except UnicodeDecodeError as exc:
+        raise VectorError("not UTF-8 text") from exc
+    try:
+        doc = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise VectorError(f"not valid JSON: {exc}") from exc
+    if not isinstance(doc, dict):
+        raise VectorError("not a JSON object at the top level")
+    return doc
+
+
+def dumps(doc: Mapping[str, Any]) -> str:
+    """The exact text of a vector file (formatting of the published vectors)."""
+    return json.dumps(doc, indent=4, sort_keys=True) + "\n"
+
+
+# ---------------------------------------------------------------------------------------
+# Checking.
+
+
+class _OpFailure(Exception):
+    """An operation that ran but whose result does not match, or whose input is absent."""
+
+
+class _Replay:
+    """Replays a VDAF vector's operations against a VDAF object."""
+
+    def __init__(self, vdaf: Vdaf, inst: Instance, doc: Mapping[str, Any]) -> None:
+        self.vdaf = vdaf
+        self.inst = inst
+        self.doc = doc
+        self.ctx = _hex(doc.get("ctx"), "ctx")
+        self.verify_key = _hex(doc.get("verify_key"), "verify_key")
+        if "agg_param" not in doc:
+            raise VectorError("missing 'agg_param'")
+        agg_param_bytes = _hex(doc["agg_param"], "agg_param")
+        try:
+            self.agg_param = vdaf.decode_agg_param(agg_param_bytes)
+        except Exception as exc:
+            raise VectorError(f"agg_param: cannot decode: {exc}") from exc
+        reports = doc.get("reports")
+        if not isinstance(reports, list) or not all(isinstance(r, dict) for r in reports):
+            raise VectorError("'reports' must be a list of objects")
+        self.reports: list[dict[str, Any]] = reports
+        ops = doc.get("operations")
+        if not isinstance(ops, list) or not all(isinstance(o, dict) for o in ops):
+            raise VectorError("'operations' must be a list of objects")
+        if not ops:
+            raise VectorError("'operations' is empty: nothing to replay")
+        self.ops: list[dict[str, Any]] = ops
+        shares = doc.get("shares")
+        if shares != vdaf.SHARES:
+            raise VectorError(f"'shares' is {shares!r} but the VDAF has {vdaf.SHARES}")
+        if len(self.verify_key) != vdaf.VERIFY_KEY_SIZE:
+            raise VectorError(
+                f"verify_key is {len(self.verify_key)} bytes, "
+                f"the VDAF wants {vdaf.VERIFY_KEY_SIZE}"
+            )
+        # Negative vectors record only what the operations before the failure produce;
+        # positive ones record everything, and everything must be compared.
+        self.strict = all(op.get("success") is True for op in ops)
+        # The recorded outputs that some operation compared (by their `where`).
+        self.checked: set[str] = set()
+        self.verify_states: dict[tuple[int, int], Any] = {}
+        self.out_shares: dict[tuple[int, int], Any] = {}
+        self.agg_shares: dict[int, Any] = {}
+
+    # -- helpers ------------------------------------------------------------------------
+
+    def _report(self, index: Any) -> dict[str, Any]:
+        if isinstance(index, bool) or not isinstance(index, int):
+            raise VectorError(f"report_index must be an integer, got {index!r}")
+        if not 0 <= index < len(self.reports):
+            raise VectorError(f"report_index {index} out of range ({len(self.reports)} reports)")
+        return self.reports[index]
+
+    def _agg_id(self, value: Any) -> int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise VectorError(f"aggregator_id must be an integer, got {value!r}")
+        if not 0 <= value < self.vdaf.SHARES:
+            raise VectorError(f"aggregator_id {value} out of range ({self.vdaf.SHARES} shares)")
+        return value
+
+    def _round(self, value: Any) -> int:
+        if value is None:
+            raise VectorError("a verification operation needs a 'round'")
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise VectorError(f"round must be an integer, got {value!r}")
+        if not 0 <= value <= self.vdaf.ROUNDS:
+            raise VectorError(f"round {value} out of range (the VDAF has {self.vdaf.ROUNDS})")
+        return value
+
+    def _recorded(self, container: Any, path: Sequence[str | int], where: str) -> bytes | None:
+        """The hex value at `path` inside `container`, or None when it is not recorded.
+
+        A key that is absent, an index past the end of a list and a JSON null mean "not
+        recorded"; a value of the wrong type makes the file uninterpretable."""
+        value = container
+        for depth, key in enumerate(path):
+            if value is None:
+                return None
+            if isinstance(key, str):
+                if not isinstance(value, dict):
+                    raise VectorError(f"{where}: expected an object around {key!r}")
+                if key not in value:
+                    return None
+            else:
+                if not isinstance(value, list):
+                    inner = "".join(f"[{k}]" for k in path[depth:])
+                    raise VectorError(f"{where}: expected a list before {inner}")
+                if not 0 <= key < len(value):
+                    return None
+            value = value[key]
+        if value is None:
+            return None
+        return _hex(value, where)
+
+    def _need(self, container: Any, path: Sequence[str | int], where: str) -> bytes:
+        data = self._recorded(container, path, where)
+        if data is None:
+            raise _OpFailure(f"{where} is not in the file")
+        return data
+
+    def _compare(self, got: bytes, container: Any, path: Sequence[str | int], where: str) -> None:
+        expected = self._recorded(container, path, where)
+        if expected is None:
+            if self.strict:
+                raise _OpFailure(f"{where} is not in the file")
+            return
+        self.checked.add(where)
+        if got != expected:
+            raise _OpFailure(f"{where} mismatch: expected {_short(expected)}, got {_short(got)}")
+
+    def recorded_outputs(self) -> list[str]:
+        """Every output value the file records (the `where` names used by `_compare`)."""
+        names: list[str] = []
+
+        def listed(value: Any) -> int:
+            return len(value) if isinstance(value, list) else 0
+
+        for r, report in enumerate(self.reports):
+            if report.get("public_share") is not None:
+                names.append(f"reports[{r}].public_share")
+            names += [f"reports[{r}].input_shares[{j}]"
+                      for j in range(listed(report.get("input_shares")))]
+            shares = report.get("verifier_shares")
+            for k in range(listed(shares)):
+                assert isinstance(shares, list)
+                names += [f"reports[{r}].verifier_shares[{k}][{j}]"
+                          for j in range(listed(shares[k]))]
+            names += [f"reports[{r}].verifier_messages[{k}]"
+                      for k in range(listed(report.get("verifier_messages")))]
+            names += [f"reports[{r}].out_shares[{j}]"
+                      for j in range(listed(report.get("out_shares")))]
+        names += [f"agg_shares[{j}]" for j in range(listed(self.doc.get("agg_shares")))]
+        if self.doc.get("agg_result") is not None:
+            names.append("agg_result")
+        return names
+
+    def _state(self, r: int, j: int) -> Any:
+        state = self.verify_states.get((r, j))
+        if state is None:
+            raise _OpFailure(f"no verify state for report {r}, aggregator {j} (run verify_init)")
+        return state
+
+    # -- operations ---------------------------------------------------------------------
+
+    def run(self) -> list[OpResult]:
+        results = []
+        for i, op in enumerate(self.ops):
+            results.append(self._run_op(i, op))
+        if self.strict:
+            # A positive vector's every recorded value must be reproduced by some operation.
+            unchecked = [w for w in self.recorded_outputs() if w not in self.checked]
+            if unchecked:
+                shown = ", ".join(unchecked[:5]) + (", ..." if len(unchecked) > 5 else "")
+                results.append(OpResult(
+                    index=len(self.ops), operation="(coverage)", expect_success=True, ok=False,
+                    detail=f"recorded but compared by no operation: {shown}",
+                ))
+        return results
+
+    def _run_op(self, i: int, op: dict[str, Any]) -> OpResult:
+        name = op.get("operation")
+        success = op.get("success")
+        if not isinstance(name, str):
+            raise VectorError(f"operations[{i}]: missing 'operation'")
+        if not isinstance(success, bool):
+            raise VectorError(f"operations[{i}]: 'success' must be true or false")
+        result = OpResult(
+            index=i,
+            operation=name,
+            expect_success=success,
+            ok=False,
+            report_index=op.get("report_index"),
+            aggregator_id=op.get("aggregator_id"),
+            round=op.get("round"),
+        )
+        handler: Callable[[dict[str, Any]], None] | None = {
+            "shard": self._shard,
+            "verify_init": self._verify_init,
+            "verifier_shares_to_message": self._verifier_shares_to_message,
+            "verify_next": self._verify_next,
+            "aggregate": self._aggregate,
+            "unshard": self._unshard,
+        }.get(name)
+        if handler is None:
+            raise VectorError(f"operations[{i}]: unknown operation {name!r}")
+        try:
+            handler(op)
+        except VectorError:
+            raise
+        except _OpFailure as exc:
+            result.detail = str(exc)
+            return result
+        except REJECTIONS as exc:
+            if success:
+                result.detail = f"rejected unexpectedly: {type(exc).__name__}: {exc}"
+            else:
+                result.ok = True
+                result.detail = f"rejected as expected: {type(exc).__name__}: {exc}"
+            return result
+        except Exception as exc:  # a crash is never the expected rejection
+            result.detail = f"crashed: {type(exc).__name__}: {exc}"
+            return result
+        if success:
+            result.ok = True
+        else:
+            result.detail = "succeeded, but the vector says it must fail"
+        return result
+
+    def _shard(self, op: dict[str, Any]) -> None:
+        r = op.get("report_index")
+        report = self._report(r)
+        assert isinstance(r, int)
+        if report.get("measurement") is None:
+            raise VectorError(f"reports[{r}]: shard needs a measurement")
+        measurement = self.inst.measurement_from_json(report["measurement"])
+        nonce = _hex(report.get("nonce"), f"reports[{r}].nonce")
+        rand = _hex(report.get("rand"), f"reports[{r}].rand")
+        if len(nonce) != self.vdaf.NONCE_SIZE:
+            raise VectorError(f"reports[{r}].nonce is {len(nonce)} bytes, "
+                              f"the VDAF wants {self.vdaf.NONCE_SIZE}")
+        if len(rand) != self.vdaf.RAND_SIZE:
+            raise VectorError(f"reports[{r}].rand is {len(rand)} bytes, "
+                              f"the VDAF wants {self.vdaf.RAND_SIZE}")
+        (public_share, input_shares) = self.vdaf.shard(self.ctx, measurement, nonce, rand)
+        self._compare(self.vdaf.encode_public_share(public_share), report, ["public_share"],
+                      f"reports[{r}].public_share")
+        if len(input_shares) != self.vdaf.SHARES:
+            raise _OpFailure(f"shard returned {len(input_shares)} input shares")
+        for j, share in enumerate(input_shares):
+            self._compare(self.vdaf.encode_input_share(share), report, ["input_shares", j],
+                          f"reports[{r}].input_shares[{j}]")
+
+    def _verify_init(self, op: dict[str, Any]) -> None:
+        r = op.get("report_index")
+        report = self._report(r)
+        assert isinstance(r, int)
+        j = self._agg_id(op.get("aggregator_id"))
+        nonce = _hex(report.get("nonce"), f"reports[{r}].nonce")
+        public_bytes = self._need(report, ["public_share"], f"reports[{r}].public_share")
+        input_bytes = self._need(report, ["input_shares", j], f"reports[{r}].input_shares[{j}]")
+        public_share = self.vdaf.decode_public_share(public_bytes)
+        input_share = self.vdaf.decode_input_share(j, input_bytes)
+        (state, verifier_share) = self.vdaf.verify_init(
+            self.verify_key, self.ctx, j, self.agg_param, nonce, public_share, input_share
+        )
+        self.verify_states[(r, j)] = state
+        self._compare(self.vdaf.encode_verifier_share(verifier_share), report,
+                      ["verifier_shares", 0, j], f"reports[{r}].verifier_shares[0][{j}]")
+
+    def _verifier_shares_to_message(self, op: dict[str, Any]) -> None:
+        r = op.get("report_index")
+        report = self._report(r)
+        assert isinstance(r, int)
+        rnd = self._round(op.get("round"))
+        shares = []
+        for j in range(self.vdaf.SHARES):
+            data = self._need(report, ["verifier_shares", rnd, j],
+                              f"reports[{r}].verifier_shares[{rnd}][{j}]")
+            shares.append(self.vdaf.decode_verifier_share(self._state(r, j), data))
+        message = self.vdaf.verifier_shares_to_message(self.ctx, self.agg_param, shares)
+        self._compare(self.vdaf.encode_verifier_message(message), report,
+                      ["verifier_messages", rnd], f"reports[{r}].verifier_messages[{rnd}]")
+
+    def _verify_next(self, op: dict[str, Any]) -> None:
+        r = op.get("report_index")
+        report = self._report(r)
+        assert isinstance(r, int)
+        j = self._agg_id(op.get("aggregator_id"))
+        rnd = self._round(op.get("round"))
+        if rnd < 1:
+            raise VectorError("verify_next needs a round of at least 1")
+        state = self._state(r, j)
+        data = self._need(report, ["verifier_messages", rnd - 1],
+                          f"reports[{r}].verifier_messages[{rnd - 1}]")
+        message = self.vdaf.decode_verifier_message(state, data)
+        result = self.vdaf.verify_next(self.ctx, state, message)
+        if rnd < self.vdaf.ROUNDS:
+            (state, verifier_share) = result
+            self.verify_states[(r, j)] = state
+            self._compare(self.vdaf.encode_verifier_share(verifier_share), report,
+                          ["verifier_shares", rnd, j],
+                          f"reports[{r}].verifier_shares[{rnd}][{j}]")
+        else:
+            del self.verify_states[(r, j)]
+            self.out_shares[(r, j)] = result
+            self._compare(self.vdaf.encode_out_share(result), report, ["out_shares", j],
+                          f"reports[{r}].out_shares[{j}]")
+
+    def _aggregate(self, op: dict[str, Any]) -> None:
+        j = self._agg_id(op.get("aggregator_id"))
+        outs = [self.out_shares[(r, j)] for r in range(len(self.reports))
+                if (r, j) in self.out_shares]
+        if not outs:
+            raise _OpFailure(f"aggregator {j} has no output shares to aggregate")
+        agg_share = self.vdaf.agg_init(self.agg_param)
+        for out in outs:
+            agg_share = self.vdaf.agg_update(self.agg_param, agg_share, out)
+        encoded = self.vdaf.encode_agg_share(agg_share)
+        # merge() of one-report aggregate shares must agree with agg_update().
+        singles = [
+            self.vdaf.agg_update(self.agg_param, self.vdaf.agg_init(self.agg_param), out)
+            for out in outs
+        ]
+        merged = self.vdaf.encode_agg_share(self.vdaf.merge(self.agg_param, singles))
+        if merged != encoded:
+            raise _OpFailure(
+                f"merge disagrees with agg_update: {_short(merged)} vs {_short(encoded)}"
+            )
+        self.agg_shares[j] = agg_share
+        self._compare(encoded, self.doc, ["agg_shares", j], f"agg_shares[{j}]")
+
+    def _unshard(self, op: dict[str, Any]) -> None:
+        shares = []
+        for j in range(self.vdaf.SHARES):
+            data = self._need(self.doc, ["agg_shares", j], f"agg_shares[{j}]")
+            shares.append(self.vdaf.decode_agg_share(self.agg_param, data))
+        result = _jsonable(self.vdaf.unshard(self.agg_param, shares, len(self.reports)))
+        if "agg_result" not in self.doc:
+            if self.strict:
+                raise _OpFailure("agg_result is not in the file")
+            return
+        expected = self.doc["agg_result"]
+        self.checked.add("agg_result")
+        if result != expected or type(result) is not type(expected):
+            raise _OpFailure(f"agg_result mismatch: expected {expected!r}, got {result!r}")
+
+
+def check_vdaf_document(doc: Mapping[str, Any], inst: Instance) -> list[OpResult]:
+    """Replay a VDAF vector document. Raises VectorError when it cannot be interpreted."""
+    values = {key: doc[key] for key in inst.parameter_keys() if key in doc}
+    for key, _default in inst.hidden:
+        if key in doc:
+            values[key] = doc[key]
+    for key in inst.parameter_keys():
+        if key not in doc:
+            raise VectorError(f"missing parameter {key!r} for {inst.name}")
+    vdaf = inst.build(values)
+    return _Replay(vdaf, inst, doc).run()
+
+
+def check_xof_document(doc: Mapping[str, Any], name: str) -> list[OpResult]:
+    """Check an XOF vector (seed, dst, binder -> derived_seed, expanded_vec_field128)."""
+    try:
+        xof_module = importlib.import_module("vdaf.xof")
+        field_module = importlib.import_module("vdaf.field")
+    except ImportError as exc:
+        raise VectorError(f"cannot import the XOF module: {exc}") from exc
+    xof = getattr(xof_module, name, None)
+    if xof is None:
+        raise VectorError(f"vdaf.xof has no class {name}")
+    field128 = field_module.Field128
+    seed = _hex(doc.get("seed"), "seed")
+    dst = _hex(doc.get("dst"), "dst")
+    binder = _hex(doc.get("binder"), "binder")
+    length = doc.get("length")
+    if isinstance(length, bool) or not isinstance(length, int) or length < 0:
+        raise VectorError("'length' must be a non-negative integer")
+    expected_seed = _hex(doc.get("derived_seed"), "derived_seed")
+    expected_vec = _hex(doc.get("expanded_vec_field128"), "expanded_vec_field128")
+
+    results = []
+
+    def run(index: int, operation: str, compute: Callable[[], bytes], expected: bytes) -> None:
+        res = OpResult(index=index, operation=operation, expect_success=True, ok=False)
+        try:
+            got = compute()
+        except Exception as exc:
+            res.detail = f"crashed: {type(exc).__name__}: {exc}"
+        else:
+            if got == expected:
+                res.ok = True
+            else:
+                res.detail = f"mismatch: expected {_short(expected)}, got {_short(got)}"
+        results.append(res)
+
+    run(0, "derive_seed", lambda: bytes(xof.derive_seed(seed, dst, binder)), expected_seed)
+    run(
+        1,
+        "expand_into_vec",
+        lambda: bytes(field128.encode_vec(xof.expand_into_vec(field128, seed, dst, binder,
+                                                               length))),
+        expected_vec,
+    )
+    return results
+
+
+def check_file(
+    path: Path | str,
+    vdaf_name: str | None = None,
+    version: int = DEFAULT_VERSION,
+) -> FileResult:
+    """Check one vector file; never raises for problems with the file itself."""
+    path = Path(path)
+    name = vdaf_name or instance_name_from_path(path)
+    negative = "_bad_" in path.stem
+    result = FileResult(path=str(path), instance=name, status="fail", negative=negative)
+    if name in OUT_OF_SCOPE:
+        result.status = "skip"
+        result.reason = OUT_OF_SCOPE[name]
+        return result
+    try:
+        if name in XOF_NAMES:
+            doc = load_json(path)
+            result.operations = check_xof_document(doc, name)
+        else:
+            inst = lookup_instance(name, version)
+            doc = load_json(path)
+            result.operations = check_vdaf_document(doc, inst)
+            if negative and all(op.expect_success for op in result.operations):
+                raise VectorError("negative vector has no operation marked success: false")
+    except VectorError as exc:
+        result.reason = str(exc)
+        return result
+    except Exception as exc:  # keep going over the other files; say what happened
+        result.reason = f"unexpected error while checking: {type(exc).__name__}: {exc}"
+        return result
+    failed = result.failed_operations
+    if failed:
+        result.reason = f"{len(failed)} of {len(result.operations)} operations failed"
+    else:
+        result.status = "pass"
+    return result
+
+
+# ---------------------------------------------------------------------------------------
+# Generating.
+
+
+def counting_bytes(length: int) -> bytes:
+    """0x00, 0x01, ... (mod 256): the published vectors' verify_key, nonce and rand."""
+    return bytes(i % 256 for i in range(length))
+
+
+@dataclass(frozen=True)
+class VectorSpec:
+    """One vector to generate: an instance, its parameters and its measurements."""
+
+    instance: str
+    params: Mapping[str, Any]
+    measurements: tuple[Any, ...]
+    ctx: bytes = DEFAULT_CTX
+    index: int | None = None  # the `_N` of the file name, for the standard set
+
+    def file_name(self) -> str:
+        suffix = "custom" if self.index is None else str(self.index)
+        return f"{self.instance}_{suffix}.json"
+
+
+def _spec(instance: str, index: int, measurements: Iterable[Any], **params: Any) -> VectorSpec:
+    return VectorSpec(instance, dict(params), tuple(measurements), index=index)
+
+
+_F, _T = False, True
+
+# The published Prio3 vectors of wire version 18: parameters and measurements are data,
+# every byte is computed by our VDAF.
+STANDARD_SPECS: dict[int, tuple[VectorSpec, ...]] = {
+    18: (
+        _spec("Prio3Count", 0, [1], shares=2),
+        _spec("Prio3Count", 1, [1], shares=3),
+        _spec("Prio3Count", 2, [0, 1, 1, 0, 1], shares=2),
+        _spec("Prio3Sum", 0, [100], shares=2, max_measurement=255),
+        _spec("Prio3Sum", 1, [100], shares=3, max_measurement=255),
+        _spec("Prio3Sum", 2, [0, 1, 1337, 99, 42, 0, 0, 42], shares=2, max_measurement=1337),
+        _spec(
+            "Prio3SumVec", 0,
+            [list(range(10)), [1] * 10, [255] * 10],
+            shares=2, length=10, max_measurement=255, chunk_length=9,
+        ),
+        _spec(
+            "Prio3SumVec", 1,
+            [[10000, 32000, 9], [19342, 19615, 3061], [15986, 24671, 23910]],
+            shares=3, length=3, max_measurement=32000, chunk_length=7,
+        ),
+        _spec("Prio3Histogram", 0, [2], shares=2, length=4, chunk_length=2),
+        _spec("Prio3Histogram", 1, [2], shares=3, length=11, chunk_length=3),
+        _spec(
+            "Prio3Histogram", 2, [2, 99, 99, 17, 42, 0, 0, 1, 2, 0],
+            shares=2, length=100, chunk_length=10,
+        ),
+        _spec(
+            "Prio3MultihotCountVec", 0, [[_F, _T, _T, _F]],
+            shares=2, length=4, max_weight=2, chunk_length=2,
+        ),
+        _spec(
+            "Prio3MultihotCountVec", 1, [[_F, _T, _F, _F, _F, _F, _F, _F, _F, _T]],
+            shares=4, length=10, max_weight=2, chunk_length=3,
+        ),
+        _spec(
+            "Prio3MultihotCountVec", 2,
+            [
+                [_F, _T, _T, _F],
+                [_F, _F, _T, _F],
+                [_F, _F, _F, _F],
+                [_T, _T, _T, _F],
+                [_T, _T, _T, _T],
+            ],
+            shares=2, length=4, max_weight=4, chunk_length=1,
+        ),
+        _spec(
+            "Prio3SumVecWithMultiproof", 0,
+            [list(range(10)), [1] * 10, [255] * 10],
+            shares=2, length=10, max_measurement=255, chunk_length=9,
+        ),
+        _spec(
+            "Prio3SumVecWithMultiproof", 1,
+            [[10000, 32000, 9], [19342, 19615, 3061], [15986, 24671, 23910]],
+            shares=3, length=3, max_measurement=65535, chunk_length=7,
+        ),
+        _spec("Prio3HigherDegree", 0, [2], shares=2),
+    ),
+}
+
+
+def standard_specs(version: int = DEFAULT_VERSION) -> tuple[VectorSpec, ...]:
+    specs = STANDARD_SPECS.get(version)
+    if specs is None:
+        known = ", ".join(str(v) for v in sorted(STANDARD_SPECS))
+        raise VectorError(f"no standard vectors for VDAF version {version} (known: {known})")
+    return specs
+
+
+def _schema_params(inst: Instance, params: Mapping[str, Any]) -> dict[str, Any]:
+    """The parameter keys written to the file: the schema's, and hidden ones if changed."""
+    out = {key: params[key] for key in inst.parameter_keys()}
+    for key, default in inst.hidden:
+        if key in params and params[key] != default:
+            out[key] = params[key]
+    return out
+
+
+def generate_vector(spec: VectorSpec, version: int = DEFAULT_VERSION) -> dict[str, Any]:
+    """Run shard, verification, aggregation and unsharding; return the vector document."""
+    inst = lookup_instance(spec.instance, version)
+    vdaf = inst.build(spec.params)
+    if not spec.measurements:
+        raise VectorError("a vector needs at least one measurement")
+    agg_param = None
+    agg_param_bytes = vdaf.encode_agg_param(agg_param)
+    verify_key = counting_bytes(vdaf.VERIFY_KEY_SIZE)
+    n = vdaf.SHARES
+    ctx = spec.ctx
+    reports: list[dict[str, Any]] = []
+    operations: list[dict[str, Any]] = []
+    out_shares: list[list[Any]] = [[] for _ in range(n)]
+    for r, measurement_json in enumerate(spec.measurements):
+        measurement = inst.measurement_from_json(measurement_json)
+        nonce = counting_bytes(vdaf.NONCE_SIZE)
+        rand = counting_bytes(vdaf.RAND_SIZE)
+        (public_share, input_shares) = vdaf.shard(ctx, measurement, nonce, rand)
+        operations.append({"operation": "shard", "report_index": r, "success": True})
+        states = []
+        round_shares = []
+        for j in range(n):
+            (state, share) = vdaf.verify_init(
+                verify_key, ctx, j, agg_param, nonce, public_share, input_shares[j]
+            )
+            states.append(state)
+            round_shares.append(share)
+            operations.append({"aggregator_id": j, "operation": "verify_init",
+                               "report_index": r, "success": True})
+        verifier_shares = [[vdaf.encode_verifier_share(s).hex() for s in round_shares]]
+        verifier_messages = []
+        outs: list[Any] = []
+        for rnd in range(vdaf.ROUNDS):
+            message = vdaf.verifier_shares_to_message(ctx, agg_param, round_shares)
+            verifier_messages.append(vdaf.encode_verifier_message(message).hex())
+            operations.append({"operation": "verifier_shares_to_message", "report_index": r,
+                               "round": rnd, "success": True})
+            round_shares = []
+            for j in range(n):
+                result = vdaf.verify_next(ctx, states[j], message)
+                operations.append({"aggregator_id": j, "operation": "verify_next",
+                                   "report_index": r, "round": rnd + 1, "success": True})
+                if rnd + 1 < vdaf.ROUNDS:
+                    (states[j], share) = result
+                    round_shares.append(share)
+                else:
+                    outs.append(result)
+            if round_shares:
+                verifier_shares.append([vdaf.encode_verifier_share(s).hex()
+                                        for s in round_shares])
+        for j in range(n):
+            out_shares[j].append(outs[j])
+        reports.append({
+            "input_shares": [vdaf.encode_input_share(s).hex() for s in input_shares],
+            "measurement": measurement_json,
+            "nonce": nonce.hex(),
+            "out_shares": [vdaf.encode_out_share(o).hex() for o in outs],
+            "public_share": vdaf.encode_public_share(public_share).hex(),
+            "rand": rand.hex(),
+            "verifier_messages": verifier_messages,
+            "verifier_shares": verifier_shares,
+        })
+    agg_shares = []
+    for j in range(n):
+        agg_share = vdaf.agg_init(agg_param)
+        for out in out_shares[j]:
+            agg_share = vdaf.agg_update(agg_param, agg_share, out)
+        agg_shares.append(agg_share)
+        operations.append({"aggregator_id": j, "operation": "aggregate", "success": True})
+    agg_result = vdaf.unshard(agg_param, agg_shares, len(spec.measurements))
+    operations.append({"operation": "unshard", "success": True})
+    doc: dict[str, Any] = {
+        "agg_param": agg_param_bytes.hex(),
+        "agg_result": _jsonable(agg_result),
+        "agg_shares": [vdaf.encode_agg_share(s).hex() for s in agg_shares],
+        "ctx": ctx.hex(),
+        "operations": operations,
+        "reports": reports,
+        "verify_key": verify_key.hex(),
+    }
+    doc.update(_schema_params(inst, spec.params))
+    return doc
+
+
+def write_vector(spec: VectorSpec, out_dir: Path, version: int = DEFAULT_VERSION,
+                 file_name: str | None = None) -> Path:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    path = out_dir / (file_name or spec.file_name())
+    path.write_text(dumps(generate_vector(spec, version)), encoding="utf-8")
+    return path
+
+
+def generate_standard(out_dir: Path, version: int = DEFAULT_VERSION) -> list[Path]:
+    """Write the standard set of vectors for every Prio3 variant into `out_dir`."""
+    return [write_vector(spec, out_dir, version) for spec in standard_specs(version)]
+
+
+def default_measurements(instance: str, params: Mapping[str, Any]) -> tuple[Any, ...]:
+    """A few valid measurements for chosen parameters (used when none are given)."""
+    length = params.get("length", 1)
+    if instance in ("Prio3Count", "Prio3HigherDegree"):
+        return (1, 0, 1)
+    if instance == "Prio3Sum":
+        return (params["max_measurement"], 0, 1)
+    if instance == "Prio3Histogram":
+        return (0, length - 1, length // 2)
+    if instance in ("Prio3SumVec", "Prio3SumVecWithMultiproof"):
+        top = params["max_measurement"]
+        return ([i % (top + 1) for i in range(length)], [top] * length, [0] * length)
+    if instance == "Prio3MultihotCountVec":
+        weight = min(params["max_weight"], length)
+        return ([i < weight for i in range(length)], [False] * length)
+    raise VectorError(f"no default measurements for {instance}")
