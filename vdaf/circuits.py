@@ -7,6 +7,7 @@ decoding, and (for the DP policies) the sensitivity of its aggregatable output.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from vdaf.field import NttField
 from vdaf.flp import Gadget, Mul, ParallelSum, PolyEval, Valid
@@ -31,7 +32,7 @@ def encode_range_checked_int(field: type[NttField], value: int, max_measurement:
     if value > max_measurement:
         raise MeasurementError(f"measurement {value} is larger than {max_measurement}")
     bits = max_measurement.bit_length()
-    rest_all_ones_value = 2 ** (bits - 1) - 1
+    rest_all_ones_value = (1 << (bits - 1)) - 1
     last_weight = max_measurement - rest_all_ones_value
     if value <= rest_all_ones_value:
         rest, last_elem = value, 0
@@ -44,7 +45,7 @@ def decode_range_checked_int(field: type[NttField], encoded: Sequence[int],
                              max_measurement: int) -> int:
     """Inverse of `encode_range_checked_int`; linear, so it also applies to shares."""
     bits = max_measurement.bit_length()
-    rest_all_ones_value = 2 ** (bits - 1) - 1
+    rest_all_ones_value = (1 << (bits - 1)) - 1
     last_weight = max_measurement - rest_all_ones_value
     q = field.MODULUS
     decoded = 0
@@ -54,7 +55,7 @@ def decode_range_checked_int(field: type[NttField], encoded: Sequence[int],
     return decoded % q
 
 
-def _range_check_chunks(valid: Valid, meas: list[int], joint_rand: list[int],
+def _range_check_chunks(valid: Valid[Any, Any], meas: list[int], joint_rand: list[int],
                         num_shares: int, chunk_length: int) -> int:
     """The `ParallelSum(Mul)` range check shared by SumVec, Histogram and
     MultihotCountVec: for call i with joint randomness r, the inputs are
@@ -76,7 +77,7 @@ def _range_check_chunks(valid: Valid, meas: list[int], joint_rand: list[int],
         inputs[0::2] = [w * x % q for w, x in zip(powers, chunk, strict=True)]
         inputs[1::2] = [(x - shares_inv) % q for x in chunk]
         out += gadget.eval(field, inputs)
-    return out % q
+    return int(out) % q
 
 
 class Count(Valid[int, int]):

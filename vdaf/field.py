@@ -15,10 +15,18 @@ from __future__ import annotations
 
 import secrets
 import struct
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from functools import cache
 from operator import add, mul, sub
-from typing import ClassVar
+from typing import ClassVar, ParamSpec, TypeVar, cast
+
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+
+
+def memoize(fn: Callable[_P, _R]) -> Callable[_P, _R]:
+    """`functools.cache`, typed so that field classes are accepted as arguments."""
+    return cast(Callable[_P, _R], cache(fn))
 
 
 class FieldError(ValueError):
@@ -122,7 +130,7 @@ class Field:
 
     @classmethod
     def dot(cls, left: Sequence[int], right: Sequence[int]) -> int:
-        return sum(map(mul, left, right)) % cls.MODULUS
+        return int(sum(map(mul, left, right))) % cls.MODULUS
 
 
 class NttField(Field):
@@ -170,12 +178,12 @@ class NttField(Field):
         return ntt_batch(cls, [v], True, [n_inv] * n)[0]
 
 
-@cache
+@memoize
 def _nth_root(field: type[NttField], n: int) -> int:
     return pow(field.GENERATOR, field.GEN_ORDER // n, field.MODULUS)
 
 
-@cache
+@memoize
 def _root_powers(field: type[NttField], n: int) -> list[int]:
     w = _nth_root(field, n)
     q = field.MODULUS
@@ -191,7 +199,7 @@ def _bit_reverse(n: int) -> tuple[int, ...]:
     return tuple(int(format(i, f"0{bits}b")[::-1], 2) if bits else 0 for i in range(n))
 
 
-@cache
+@memoize
 def _stage_twiddles(field: type[NttField], n: int, inverse: bool) -> list[list[int]]:
     """Twiddle factors of each radix-2 stage of a size-n transform."""
     q = field.MODULUS

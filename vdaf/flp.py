@@ -11,11 +11,17 @@ from __future__ import annotations
 import copy
 from collections import Counter
 from collections.abc import Sequence
-from functools import cache
 from operator import add, mul
 from typing import Any, Generic, TypeVar
 
-from vdaf.field import Lagrange, NttField, assert_power_of_2, next_power_of_2, ntt_batch
+from vdaf.field import (
+    Lagrange,
+    NttField,
+    assert_power_of_2,
+    memoize,
+    next_power_of_2,
+    ntt_batch,
+)
 
 Measurement = TypeVar("Measurement")
 AggResult = TypeVar("AggResult")
@@ -50,7 +56,7 @@ def gadget_poly_len(gadget_degree: int, wire_polynomial_len: int) -> int:
 # copies of gamma_z, in O(nnz * p); a dense one by an inverse NTT and a twisted NTT.
 
 
-@cache
+@memoize
 def _coset_kernel_rotations(field: type[NttField], p: int, n: int, c: int) -> list[list[int]]:
     """rotations[i][k] = gamma_z[(k - i) mod p] for z = w_n^c."""
     q = field.MODULUS
@@ -62,7 +68,7 @@ def _coset_kernel_rotations(field: type[NttField], p: int, n: int, c: int) -> li
     return [gamma[p - i :] + gamma[: p - i] if i else list(gamma) for i in range(p)]
 
 
-@cache
+@memoize
 def _coset_twist(field: type[NttField], p: int, n: int, c: int) -> list[int]:
     """`z^i / p` for z = w_n^c: folds the inverse NTT's scaling and the coset shift."""
     q = field.MODULUS
@@ -81,7 +87,7 @@ _COST_SCALE = 4.0
 _COST_DENSE = 100.0
 
 
-@cache
+@memoize
 def _call_indicator_coset(field: type[NttField], p: int, n: int, c: int,
                           num_calls: int) -> list[int]:
     """Values on z*H_p of the wire that is 1 at positions 1..num_calls and 0 elsewhere."""
@@ -255,7 +261,7 @@ class ParallelSum(Gadget):
     def eval(self, field: type[NttField], inp: list[int]) -> int:
         q = field.MODULUS
         if isinstance(self.subcircuit, Mul):
-            return sum(map(mul, inp[0::2], inp[1::2])) % q
+            return int(sum(map(mul, inp[0::2], inp[1::2]))) % q
         a = self.subcircuit.ARITY
         return sum(self.subcircuit.eval(field, inp[i * a : (i + 1) * a])
                    for i in range(self.count)) % q
@@ -267,10 +273,10 @@ class ParallelSum(Gadget):
             for a, b in zip(wires[0::2], wires[1::2], strict=True):
                 acc = [s + x * y for s, x, y in zip(acc, a, b, strict=True)]
             return [s % q for s in acc]
-        a = self.subcircuit.ARITY
+        arity = self.subcircuit.ARITY
         acc = [0] * len(wires[0])
         for i in range(self.count):
-            part = self.subcircuit.eval_points(field, wires[i * a : (i + 1) * a])
+            part = self.subcircuit.eval_points(field, wires[i * arity : (i + 1) * arity])
             acc = list(map(add, acc, part))
         return [s % q for s in acc]
 

@@ -9,7 +9,10 @@ operation that consumes a message decodes it from the file's bytes (so that hand
 negative vectors exercise the decoders and the verification), and every value an
 operation produces is encoded and compared with the bytes recorded in the file. An
 operation marked `success: false` must be rejected (raise `ValueError`); every other
-operation must succeed.
+operation must succeed. In a positive vector (no `success: false`) every recorded output
+must also be reproduced by some operation, so that a vector cannot pass by omission.
+The XOF vectors of the same directory (`XofTurboShake128.json`, ...) are checked against
+`vdaf.xof`; Poplar1/IDPF files are skipped as out of scope.
 
 `generate_vector` runs the same flow forward from a `VectorSpec` and returns the JSON
 document. `STANDARD_SPECS` is the table of the published Prio3 vectors: with the
@@ -57,7 +60,7 @@ class VectorError(Exception):
     """A vector file (or a spec for one) cannot be interpreted."""
 
 
-class Vdaf(Protocol):
+class VdafLike(Protocol):
     """The parts of the VDAF interface (draft-irtf-cfrg-vdaf-20, section 5) used here."""
 
     @property
@@ -142,7 +145,7 @@ class Instance:
             return self.constructor
         return (*self.parameter_keys(), *(key for key, _ in self.hidden))
 
-    def build(self, values: Mapping[str, Any]) -> Vdaf:
+    def build(self, values: Mapping[str, Any]) -> VdafLike:
         """Instantiate the VDAF from parameter values (schema keys, plus hidden ones)."""
         resolved: dict[str, Any] = {}
         for key in self.parameter_keys():
@@ -168,7 +171,7 @@ class Instance:
         if ctor is None:
             raise VectorError(f"{self.module} has no class {self.cls} (needed for {self.name})")
         try:
-            return cast(Vdaf, ctor(*args))
+            return cast(VdafLike, ctor(*args))
         except Exception as exc:  # the constructor validates the parameters
             shown = ", ".join(f"{key}={value!r}" for key, value in resolved.items())
             raise VectorError(f"cannot instantiate {self.name}({shown}): {exc}") from exc
@@ -387,7 +390,7 @@ class _OpFailure(Exception):
 class _Replay:
     """Replays a VDAF vector's operations against a VDAF object."""
 
-    def __init__(self, vdaf: Vdaf, inst: Instance, doc: Mapping[str, Any]) -> None:
+    def __init__(self, vdaf: VdafLike, inst: Instance, doc: Mapping[str, Any]) -> None:
         self.vdaf = vdaf
         self.inst = inst
         self.doc = doc
