@@ -1,0 +1,79 @@
+"""``ppm dap ...`` sub-commands.
+
+    ppm dap vectors generate --out DIR [--json]   write the DAP-18 test vectors
+    ppm dap vectors check DIR [--json]            re-derive, decode and decrypt them
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+
+def register(subparsers: Any) -> None:
+    """Add the ``dap`` sub-command to the ``ppm`` parser."""
+    dap = subparsers.add_parser("dap", help="DAP (draft-ietf-ppm-dap-18) tools")
+    dap_sub = dap.add_subparsers(dest="dap_command", metavar="COMMAND")
+    dap.set_defaults(func=lambda _args: _help(dap))
+
+    vectors = dap_sub.add_parser("vectors", help="DAP test vectors")
+    vectors_sub = vectors.add_subparsers(dest="vectors_command", metavar="COMMAND")
+    vectors.set_defaults(func=lambda _args: _help(vectors))
+
+    gen = vectors_sub.add_parser("generate", help="write the DAP-18 test vectors")
+    gen.add_argument("--out", required=True, type=Path, help="output directory")
+    gen.add_argument("--json", action="store_true", help="machine-readable output")
+    gen.set_defaults(func=_generate)
+
+    chk = vectors_sub.add_parser("check", help="check DAP-18 test vectors")
+    chk.add_argument("directory", type=Path, help="directory of vector files")
+    chk.add_argument("--json", action="store_true", help="machine-readable output")
+    chk.set_defaults(func=_check)
+
+
+def _help(parser: argparse.ArgumentParser) -> int:
+    parser.print_help()
+    return 2
+
+
+def _generate(args: argparse.Namespace) -> int:
+    from dap.vectors import generate
+
+    paths = generate(args.out)
+    if args.json:
+        print(json.dumps({"ok": True, "files": [str(p) for p in paths]}))
+    else:
+        for p in paths:
+            print(p)
+        print(f"wrote {len(paths)} files under {args.out}")
+    return 0
+
+
+def _check(args: argparse.Namespace) -> int:
+    from dap.vectors import check
+
+    if not args.directory.is_dir():
+        message = f"not a directory: {args.directory}"
+        if args.json:
+            print(json.dumps({"ok": False, "files": 0, "checks": 0, "errors": [message]}))
+        else:
+            print(message, file=sys.stderr)
+        return 1
+    report = check(args.directory)
+    if args.json:
+        print(
+            json.dumps(
+                {"ok": report.ok, "files": report.files, "checks": report.checks,
+                 "errors": report.errors}
+            )
+        )
+    else:
+        for error in report.errors:
+            print(f"FAIL {error}")
+        status = "ok" if report.ok else "FAILED"
+        print(f"{status}: {report.files} files, {report.checks} checks, "
+              f"{len(report.errors)} errors")
+    return 0 if report.ok else 1

@@ -1,0 +1,323 @@
+"""HPKE (RFC 9180) for DAP, on top of ``pyhpke``.
+
+* :class:`HpkeKeypair` pairs an ``HpkeConfig`` (DAP-18 Section 4.4.1) with its private key;
+  :func:`generate_keypair` draws one from the OS CSPRNG and :func:`derive_keypair`
+  derives one deterministically (RFC 9180 ``DeriveKeyPair``) for tests and vectors.
+* :func:`seal_base` / :func:`open_base` are RFC 9180 ``SealBase`` / ``OpenBase``.
+* :func:`seal_input_share` / :func:`open_input_share` (Sections 4.4.2.1, 4.5.3.3) and
+  :func:`seal_aggregate_share` / :func:`open_aggregate_share` (Section 4.6.7) apply the
+  draft's info strings (from the profile) and associated data (``InputShareAad``,
+  ``AggregateShareAad``, both of which embed the ``TaskConfiguration``).
+
+Every algorithm of the RFC 9180 registries that ``pyhpke`` implements is supported: KEMs
+P-256, P-384, P-521, X25519, X448; KDFs HKDF-SHA256/384/512; AEADs AES-128-GCM,
+AES-256-GCM, ChaCha20Poly1305 (the export-only AEAD cannot seal and is not supported).
+DAP-18 allows any HPKE ciphersuite (Section 4.4.1) and mandates X25519 / HKDF-SHA256 /
+AES-128-GCM (Section 7).
+
+All failures raise :class:`HpkeError`, the one exception type of this layer, with a
+message that says what did not match (config id, key, or authentication).
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+from dataclasses import dataclass
+from enum import IntEnum
+
+from cryptography.hazmat.primitives.asymmetric import ec, x448, x25519
+from cryptography.hazmat.primitives.serialization import Encoding, NoEncryption, PrivateFormat
+from pyhpke import AEADId, CipherSuite, KDFId, KEMId, KEMKeyInterface, KEMKeyPair, PyHPKEError
+
+from dap.messages import (
+    AggregateShareAad,
+    HpkeCiphertext,
+    HpkeConfig,
+    HpkeConfigList,
+    InputShareAad,
+    PlaintextInputShare,
+    Role,
+)
+from dap.profile import DEFAULT_PROFILE, Profile
+
+
+class HpkeError(Exception):
+    """Sealing or opening failed, or a configuration is unusable."""
+
+
+class Kem(IntEnum):
+    """HPKE KEM identifiers (RFC 9180 Section 7.1) that we support."""
+
+    DHKEM_P256_HKDF_SHA256 = 0x0010
+    DHKEM_P384_HKDF_SHA384 = 0x0011
+    DHKEM_P521_HKDF_SHA512 = 0x0012
+    DHKEM_X25519_HKDF_SHA256 = 0x0020
+    DHKEM_X448_HKDF_SHA512 = 0x0021
+
+
+class Kdf(IntEnum):
+    """HPKE KDF identifiers (RFC 9180 Section 7.2)."""
+
+    HKDF_SHA256 = 0x0001
+    HKDF_SHA384 = 0x0002
+    HKDF_SHA512 = 0x0003
+
+
+class Aead(IntEnum):
+    """HPKE AEAD identifiers (RFC 9180 Section 7.3) that can seal."""
+
+    AES_128_GCM = 0x0001
+    AES_256_GCM = 0x0002
+    CHACHA20_POLY1305 = 0x0003
+
+
+# (Npk, Nsk) of each KEM (RFC 9180 Section 7.1): serialized public and private key sizes.
+_KEY_SIZES: dict[Kem, tuple[int, int]] = {
+    Kem.DHKEM_P256_HKDF_SHA256: (65, 32),
+    Kem.DHKEM_P384_HKDF_SHA384: (97, 48),
+    Kem.DHKEM_P521_HKDF_SHA512: (133, 66),
+    Kem.DHKEM_X25519_HKDF_SHA256: (32, 32),
+    Kem.DHKEM_X448_HKDF_SHA512: (56, 56),
+}
+
+
+def all_suites() -> list[tuple[Kem, Kdf, Aead]]:
+    """Every supported (KEM, KDF, AEAD) triple."""
+    return list(itertools.product(Kem, Kdf, Aead))
+
+
+def is_supported(config: HpkeConfig) -> bool:
+    """Whether we implement the config's KEM, KDF and AEAD."""
+    return (
+        config.kem_id in Kem._value2member_map_
+        and config.kdf_id in Kdf._value2member_map_
+        and config.aead_id in Aead._value2member_map_
+    )
+
+
+def choose_config(configs: HpkeConfigList) -> HpkeConfig:
+    """The Aggregator's most preferred config that we support (Section 4.4.1).
+
+    The Client aborts if the list is empty or names no supported algorithm triple."""
+    for config in configs.configs:
+        if is_supported(config):
+            return config
+    raise HpkeError("no HPKE config with a supported KEM, KDF and AEAD")
+
+
+def _suite(config: HpkeConfig) -> CipherSuite:
+    if not is_supported(config):
+        raise HpkeError(
+            f"unsupported HPKE suite kem=0x{config.kem_id:04x} kdf=0x{config.kdf_id:04x} "
+            f"aead=0x{config.aead_id:04x}"
+        )
+    return CipherSuite.new(KEMId(config.kem_id), KDFId(config.kdf_id), AEADId(config.aead_id))
+
+
+def _public_key(suite: CipherSuite, config: HpkeConfig) -> KEMKeyInterface:
+    npk, _ = _KEY_SIZES[Kem(config.kem_id)]
+    if len(config.public_key) != npk:
+        raise HpkeError(
+            f"public key of HPKE config {config.id} is {len(config.public_key)} bytes, "
+            f"KEM 0x{config.kem_id:04x} needs {npk}"
+        )
+    try:
+        return suite.kem.deserialize_public_key(config.public_key)
+    except (ValueError, PyHPKEError) as exc:
+        raise HpkeError(f"invalid public key in HPKE config {config.id}: {exc}") from None
+
+
+def _serialize_private_key(kem: Kem, key: KEMKeyInterface) -> bytes:
+    """RFC 9180 ``SerializePrivateKey`` (pyhpke's EC serialization is not the RFC's)."""
+    raw = key.raw
+    if isinstance(raw, ec.EllipticCurvePrivateKey):
+        return raw.private_numbers().private_value.to_bytes(_KEY_SIZES[kem][1], "big")
+    if isinstance(raw, x25519.X25519PrivateKey | x448.X448PrivateKey):
+        return raw.private_bytes(Encoding.Raw, PrivateFormat.Raw, NoEncryption())
+    raise HpkeError(f"cannot serialize private key of type {type(raw).__name__}")
+
+
+@dataclass(frozen=True)
+class HpkeKeypair:
+    """An ``HpkeConfig`` with the serialized private key (RFC 9180 SerializePrivateKey)."""
+
+    config: HpkeConfig
+    private_key: bytes
+
+    def __repr__(self) -> str:  # never print secrets
+        return f"HpkeKeypair(config={self.config!r}, private_key=<{len(self.private_key)} bytes>)"
+
+    def _private(self, suite: CipherSuite) -> KEMKeyInterface:
+        _, nsk = _KEY_SIZES[Kem(self.config.kem_id)]
+        if len(self.private_key) != nsk:
+            raise HpkeError(f"private key is {len(self.private_key)} bytes, need {nsk}")
+        try:
+            return suite.kem.deserialize_private_key(self.private_key)
+        except (ValueError, PyHPKEError) as exc:
+            raise HpkeError(f"invalid private key: {exc}") from None
+
+
+def _keypair_from(config_id: int, kem: Kem, kdf: Kdf, aead: Aead, kp: KEMKeyPair) -> HpkeKeypair:
+    config = HpkeConfig(
+        id=config_id,
+        kem_id=kem,
+        kdf_id=kdf,
+        aead_id=aead,
+        public_key=kp.public_key.to_public_bytes(),
+    )
+    return HpkeKeypair(config, _serialize_private_key(kem, kp.private_key))
+
+
+def derive_keypair(
+    config_id: int,
+    ikm: bytes,
+    kem: Kem = Kem.DHKEM_X25519_HKDF_SHA256,
+    kdf: Kdf = Kdf.HKDF_SHA256,
+    aead: Aead = Aead.AES_128_GCM,
+) -> HpkeKeypair:
+    """Derive a key pair from ``ikm`` (RFC 9180 Section 7.1.3 ``DeriveKeyPair``)."""
+    if len(ikm) < _KEY_SIZES[Kem(kem)][1]:
+        # RFC 9180 Section 7.1.3: ikm SHOULD have at least Nsk bytes of entropy.
+        raise HpkeError(f"ikm must be at least {_KEY_SIZES[Kem(kem)][1]} bytes")
+    suite = CipherSuite.new(KEMId(kem), KDFId(kdf), AEADId(aead))
+    return _keypair_from(config_id, Kem(kem), Kdf(kdf), Aead(aead), suite.kem.derive_key_pair(ikm))
+
+
+def generate_keypair(
+    config_id: int,
+    kem: Kem = Kem.DHKEM_X25519_HKDF_SHA256,
+    kdf: Kdf = Kdf.HKDF_SHA256,
+    aead: Aead = Aead.AES_128_GCM,
+) -> HpkeKeypair:
+    """A fresh key pair; the defaults are the suite DAP-18 Section 7 makes mandatory."""
+    return derive_keypair(config_id, os.urandom(_KEY_SIZES[Kem(kem)][1]), kem, kdf, aead)
+
+
+def _seal(
+    config: HpkeConfig, info: bytes, aad: bytes, plaintext: bytes, eks: bytes | None
+) -> HpkeCiphertext:
+    suite = _suite(config)
+    pkr = _public_key(suite, config)
+    ephemeral = suite.kem.derive_key_pair(eks) if eks is not None else None
+    try:
+        enc, ctx = suite.create_sender_context(pkr, info, eks=ephemeral)
+        payload = ctx.seal(plaintext, aad)
+    except (ValueError, PyHPKEError) as exc:
+        raise HpkeError(f"HPKE seal to config {config.id} failed: {exc}") from None
+    return HpkeCiphertext(config_id=config.id, enc=enc, payload=payload)
+
+
+def seal_base(config: HpkeConfig, info: bytes, aad: bytes, plaintext: bytes) -> HpkeCiphertext:
+    """RFC 9180 ``SealBase`` to ``config``, with a fresh ephemeral key."""
+    return _seal(config, info, aad, plaintext, None)
+
+
+def seal_base_deterministic(
+    config: HpkeConfig, info: bytes, aad: bytes, plaintext: bytes, ephemeral_ikm: bytes
+) -> HpkeCiphertext:
+    """``SealBase`` with the ephemeral key derived from ``ephemeral_ikm``.
+
+    FOR TEST VECTORS ONLY. Reusing ``ephemeral_ikm`` with the same recipient and info
+    reuses the AEAD key and nonce, which destroys confidentiality and integrity.
+    """
+    return _seal(config, info, aad, plaintext, ephemeral_ikm)
+
+
+def open_base(keypair: HpkeKeypair, ciphertext: HpkeCiphertext, info: bytes, aad: bytes) -> bytes:
+    """RFC 9180 ``OpenBase``. Raises :class:`HpkeError` if the config id does not match the
+    key pair or if decapsulation or authentication fails."""
+    if ciphertext.config_id != keypair.config.id:
+        raise HpkeError(
+            f"ciphertext is for HPKE config {ciphertext.config_id}, "
+            f"key pair has config {keypair.config.id}"
+        )
+    suite = _suite(keypair.config)
+    skr = keypair._private(suite)
+    try:
+        ctx = suite.create_recipient_context(ciphertext.enc, skr, info)
+        return ctx.open(ciphertext.payload, aad)
+    except (ValueError, PyHPKEError) as exc:
+        raise HpkeError(
+            f"HPKE open failed (wrong key, info or associated data?): {exc}"
+        ) from None
+
+
+# ---------------------------------------------------------------------------------------
+# DAP uses of HPKE
+# ---------------------------------------------------------------------------------------
+
+
+def seal_input_share(
+    config: HpkeConfig,
+    server_role: Role,
+    aad: InputShareAad,
+    plaintext: PlaintextInputShare,
+    *,
+    profile: Profile = DEFAULT_PROFILE,
+    ephemeral_ikm: bytes | None = None,
+) -> HpkeCiphertext:
+    """Encrypt an input share to an Aggregator (Section 4.4.2.1)::
+
+        enc, payload = SealBase(pk, "dap-18 input share" || 0x01 || server_role,
+                                input_share_aad, plaintext_input_share)
+
+    ``ephemeral_ikm`` is for test vectors only (see :func:`seal_base_deterministic`).
+    """
+    info = profile.input_share_info(server_role)
+    return _seal(config, info, aad.encode(), plaintext.encode(), ephemeral_ikm)
+
+
+def open_input_share(
+    keypair: HpkeKeypair,
+    server_role: Role,
+    aad: InputShareAad,
+    ciphertext: HpkeCiphertext,
+    *,
+    profile: Profile = DEFAULT_PROFILE,
+) -> PlaintextInputShare:
+    """Decrypt and decode an input share (Section 4.5.3.3).
+
+    Raises :class:`HpkeError` if decryption fails (report error ``hpke_decrypt_error``)
+    and :class:`dap.codec.DecodeError` if the plaintext is not a valid
+    ``PlaintextInputShare`` (report error ``invalid_message``, Section 4.5.3.4).
+
+    AMBIGUITY: Section 4.5.3.3 says an unrecognized HPKE config ID is also
+    ``hpke_decrypt_error``, although ``ReportError`` has ``hpke_unknown_config_id(4)``
+    (and the Leader's upload uses ``outdated_config``). The error message of the
+    :class:`HpkeError` says which case it was; the caller picks the code.
+    """
+    info = profile.input_share_info(server_role)
+    plaintext = open_base(keypair, ciphertext, info, aad.encode())
+    return PlaintextInputShare.decode(plaintext)
+
+
+def seal_aggregate_share(
+    config: HpkeConfig,
+    server_role: Role,
+    aad: AggregateShareAad,
+    agg_share: bytes,
+    *,
+    profile: Profile = DEFAULT_PROFILE,
+    ephemeral_ikm: bytes | None = None,
+) -> HpkeCiphertext:
+    """Encrypt an encoded aggregate share to the Collector (Section 4.6.7)::
+
+        enc, payload = SealBase(pk, "dap-18 aggregate share" || server_role || 0x00,
+                                agg_share_aad, agg_share)
+    """
+    info = profile.aggregate_share_info(server_role)
+    return _seal(config, info, aad.encode(), agg_share, ephemeral_ikm)
+
+
+def open_aggregate_share(
+    keypair: HpkeKeypair,
+    server_role: Role,
+    aad: AggregateShareAad,
+    ciphertext: HpkeCiphertext,
+    *,
+    profile: Profile = DEFAULT_PROFILE,
+) -> bytes:
+    """Decrypt an aggregate share from ``server_role`` (Section 4.6.7)."""
+    info = profile.aggregate_share_info(server_role)
+    return open_base(keypair, ciphertext, info, aad.encode())
