@@ -265,6 +265,10 @@ class TaskExtensionType(IntEnum):
     """Known ``TaskExtensionType`` codepoints (Section 4.2.2). Fields hold plain ints."""
 
     TASK_INTERVAL = 1
+    # Not in DAP-18: this project's private-use codepoint binding a DP policy
+    # (draft-wang-ppm-differential-privacy) to the task; see dap/dp.py. DAP-18 defines no
+    # private-use range, so 0xFF00 is a convention of ours, documented in the README.
+    DP_POLICY = 0xFF00
 
 
 class AggregationJobExtensionType(IntEnum):

@@ -203,6 +203,7 @@ def build_task_configuration(
     vdaf_type: int,
     vdaf_configuration: bytes,
     task_interval: Interval | None = None,
+    dp_policy: bytes | None = None,
 ) -> TaskConfiguration:
     """The canonical ``TaskConfiguration`` (Section 4.2): the only place it is built.
 
@@ -218,6 +219,8 @@ def build_task_configuration(
     extensions: list[TaskExtension] = []
     if task_interval is not None:
         extensions.append(TaskExtension.task_interval(task_interval))
+    if dp_policy is not None:
+        extensions.append(TaskExtension(TaskExtensionType.DP_POLICY, dp_policy))
     extensions.sort(key=lambda e: e.extension_type)
     try:
         return TaskConfiguration(
@@ -255,6 +258,9 @@ class Task:
     vdaf_configuration: bytes
     task_interval: Interval | None = None
     profile: Profile = field(default=DEFAULT_PROFILE, compare=False, repr=False)
+    # Canonical JSON of the task's DP policy, bound into the configuration as the
+    # private-use DP_POLICY task extension (see dap/dp.py), or None.
+    dp_policy: bytes | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "task_id", TaskID(self.task_id))
@@ -275,6 +281,7 @@ class Task:
         batch_mode: BatchMode,
         task_interval: Interval | None = None,
         profile: Profile = DEFAULT_PROFILE,
+        dp_policy: bytes | None = None,
     ) -> Task:
         vdaf_type, config = vdaf_configuration(vdaf, profile)
         return cls(
@@ -289,6 +296,7 @@ class Task:
             vdaf_configuration=config,
             task_interval=task_interval,
             profile=profile,
+            dp_policy=dp_policy,
         )
 
     @classmethod
@@ -319,6 +327,8 @@ class Task:
             vdaf_configuration=config.vdaf_configuration,
             task_interval=config.task_interval(),
             profile=profile,
+            dp_policy=next((e.extension_data for e in config.extensions
+                            if e.extension_type == TaskExtensionType.DP_POLICY), None),
         )
         if task.configuration() != config:
             raise TaskError("task configuration is not in canonical form")
@@ -340,6 +350,7 @@ class Task:
             vdaf_type=self.vdaf_type,
             vdaf_configuration=self.vdaf_configuration,
             task_interval=self.task_interval,
+            dp_policy=self.dp_policy,
         )
 
     def vdaf(self) -> Any:

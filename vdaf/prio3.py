@@ -404,6 +404,20 @@ class Prio3(Vdaf, Generic[Measurement, AggResult]):
             raise VdafError("verifier message must be empty")
         return None
 
+    def encode_verify_state(self, verify_state: VerifyState) -> bytes:
+        """Serialise a verification state for storage. Not a wire message: the draft
+        leaves its representation to implementations (Appendix C)."""
+        out_share, seed = verify_state
+        return self.field.encode_vec(out_share) + (seed if seed is not None else b"")
+
+    def decode_verify_state(self, encoded: bytes) -> VerifyState:
+        size = self.flp.OUTPUT_LEN * self.field.ENCODED_SIZE
+        seed_len = self.xof.SEED_SIZE if self.uses_joint_rand else 0
+        if len(encoded) != size + seed_len:
+            raise VdafError("stored verification state of the wrong length")
+        out_share = self._decode_vec_of_len(encoded[:size], self.flp.OUTPUT_LEN, "state")
+        return (out_share, bytes(encoded[size:]) if seed_len else None)
+
     def encode_agg_param(self, agg_param: None) -> bytes:
         if agg_param is not None:
             raise VdafError("Prio3 has no aggregation parameter")

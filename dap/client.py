@@ -1,0 +1,163 @@
+"""The DAP Client (DAP-18 Section 4.4): fetch the Aggregators' HPKE configurations,
+apply the task's client-side DP randomization, shard, encrypt, upload."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import aiohttp
+
+from dap.client_core import generate_report
+from dap.codec import DecodeError
+from dap.dp import decode_spec, policy_from_spec
+from dap.hpke import choose_config
+from dap.messages import (
+    HpkeConfig,
+    HpkeConfigList,
+    Report,
+    ReportError,
+    Time,
+    UploadErrors,
+    UploadRequest,
+)
+from dap.problems import ProblemDocument, ProblemDocumentError
+from dap.task import Task
+
+
+class UploadError(Exception):
+    """The Leader refused an upload request as a whole."""
+
+    def __init__(self, status: int, detail: str) -> None:
+        super().__init__(f"upload failed with HTTP {status}: {detail}")
+        self.status = status
+        self.detail = detail
+
+
+@dataclass
+class UploadResult:
+    accepted: int
+    rejected: dict[bytes, ReportError]
+
+
+class Client:
+    """Uploads measurements for one task. HPKE configurations are fetched once and
+    cached; `outdated_config` errors refresh them and retry once (Section 4.4.2.2)."""
+
+    def __init__(self, task: Task, session: aiohttp.ClientSession | None = None,
+                 clock: Any = time.time) -> None:
+        self.task = task
+        self.vdaf = task.vdaf()
+        self._session = session
+        self._own_session = session is None
+        self._configs: tuple[HpkeConfig, HpkeConfig] | None = None
+        self.clock = clock
+        self.policy = (policy_from_spec(decode_spec(task.dp_policy), self.vdaf)
+                       if task.dp_policy is not None else None)
+
+    async def __aenter__(self) -> Client:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        if self._own_session and self._session is not None:
+            await self._session.close()
+            self._session = None
+
+    @property
+    def session(self) -> aiohttp.ClientSession:
+        if self._session is None:
+            self._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=60))
+        return self._session
+
+    async def _fetch_config(self, base_url: str) -> HpkeConfig:
+        url = self.task.profile.resource_url("hpke_config", base_url)
+        async with self.session.get(url) as resp:
+            body = await resp.read()
+            if resp.status != 200:
+                raise UploadError(resp.status, f"hpke_config: {body[:200]!r}")
+        try:
+            return choose_config(HpkeConfigList.decode(body))
+        except (DecodeError, ValueError) as exc:
+            raise UploadError(resp.status, f"bad hpke_config response: {exc}") from None
+
+    async def hpke_configs(self, refresh: bool = False) -> tuple[HpkeConfig, HpkeConfig]:
+        if self._configs is None or refresh:
+            self._configs = (
+                await self._fetch_config(self.task.leader_aggregator_endpoint),
+                await self._fetch_config(self.task.helper_aggregator_endpoint))
+        return self._configs
+
+    async def prepare(self, measurements: Sequence[Any],
+                      time_seconds: float | None = None) -> list[Report]:
+        """Reports for the measurements (client-side DP noise applied when the task's
+        policy has one)."""
+        leader, helper = await self.hpke_configs()
+        now = time_seconds if time_seconds is not None else self.clock()
+        t = Time.from_seconds(int(now), self.task.time_precision)
+        reports = []
+        for m in measurements:
+            if self.policy is not None:
+                m = self.policy.add_noise_to_measurement(m)
+            reports.append(generate_report(self.task, m, time=t, leader_hpke_config=leader,
+                                           helper_hpke_config=helper, vdaf=self.vdaf))
+        return reports
+
+    async def upload_reports(self, reports: Sequence[Report]) -> UploadResult:
+        """POST the reports in one UploadRequest."""
+        url = self.task.profile.resource_url("reports", self.task.leader_aggregator_endpoint,
+                                             task_id=self.task.task_id)
+        body = UploadRequest(tuple(reports)).encode()
+        headers = {"Content-Type": self.task.profile.media_type_for("UploadRequest")}
+        async with self.session.post(url, data=body, headers=headers) as resp:
+            content = await resp.read()
+            status = resp.status
+        if status >= 400:
+            try:
+                doc = ProblemDocument.from_json(content)
+                detail = f"{doc.type}: {doc.detail or ''}"
+            except ProblemDocumentError:
+                detail = content[:200].decode(errors="replace")
+            raise UploadError(status, detail)
+        rejected: dict[bytes, ReportError] = {}
+        if content:
+            for s in UploadErrors.decode(content).status:
+                rejected[bytes(s.id)] = s.error
+        return UploadResult(len(reports) - len(rejected), rejected)
+
+    async def upload(self, measurements: Sequence[Any], batch_size: int = 500,
+                     time_seconds: float | None = None) -> UploadResult:
+        """Prepare and upload measurements in requests of `batch_size` reports. Reports
+        refused with `outdated_config` are regenerated once with fresh configurations."""
+        total = UploadResult(0, {})
+        for i in range(0, len(measurements), batch_size):
+            chunk = list(measurements[i : i + batch_size])
+            reports = await self.prepare(chunk, time_seconds)
+            result = await self.upload_reports(reports)
+            outdated = [j for j, r in enumerate(reports)
+                        if result.rejected.get(bytes(r.report_metadata.report_id))
+                        == ReportError.OUTDATED_CONFIG]
+            if outdated:
+                await self.hpke_configs(refresh=True)
+                for j in outdated:
+                    result.rejected.pop(bytes(reports[j].report_metadata.report_id))
+                retry = await self.upload_reports(
+                    await self.prepare([chunk[j] for j in outdated], time_seconds))
+                result.accepted += retry.accepted
+                result.rejected.update(retry.rejected)
+            total.accepted += result.accepted
+            total.rejected.update(result.rejected)
+        return total
+
+
+def upload_sync(task: Task, measurements: Sequence[Any], **kwargs: Any) -> UploadResult:
+    """Blocking convenience wrapper around `Client.upload`."""
+    async def go() -> UploadResult:
+        async with Client(task) as client:
+            return await client.upload(measurements, **kwargs)
+    return asyncio.run(go())

@@ -1,0 +1,138 @@
+"""The DAP Collector (DAP-18 Section 4.6): create a collection job, poll it (honouring
+Retry-After), decrypt the aggregate shares, unshard, and debias with the task's DP
+policy."""
+
+from __future__ import annotations
+
+import asyncio
+import secrets
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urljoin
+
+import aiohttp
+
+from dap.client_core import collect_result
+from dap.dp import decode_spec, policy_from_spec
+from dap.hpke import HpkeKeypair
+from dap.messages import CollectionJobReq, CollectionJobResp, Interval, Query
+from dap.problems import ProblemDocument, ProblemDocumentError
+from dap.task import Task
+
+
+class CollectionError(Exception):
+    def __init__(self, status: int, problem_type: str, detail: str) -> None:
+        super().__init__(f"collection failed (HTTP {status}): {problem_type} {detail}".strip())
+        self.status = status
+        self.problem_type = problem_type
+        self.detail = detail
+
+
+@dataclass
+class Collection:
+    report_count: int
+    interval: Interval
+    aggregate_result: Any           # unsharded (field values mapped by the VDAF)
+    debiased_result: Any            # after the DP policy's debias step (or the same)
+    job_url: str
+
+
+class Collector:
+    def __init__(self, task: Task, keypair: HpkeKeypair, auth_token: str,
+                 session: aiohttp.ClientSession | None = None) -> None:
+        self.task = task
+        self.keypair = keypair
+        self.auth_token = auth_token
+        self.vdaf = task.vdaf()
+        self._session = session
+        self._own = session is None
+        self.policy = (policy_from_spec(decode_spec(task.dp_policy), self.vdaf)
+                       if task.dp_policy is not None else None)
+
+    @property
+    def session(self) -> aiohttp.ClientSession:
+        if self._session is None:
+            self._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=60))
+        return self._session
+
+    async def close(self) -> None:
+        if self._own and self._session is not None:
+            await self._session.close()
+            self._session = None
+
+    async def __aenter__(self) -> Collector:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    def _headers(self, content_type: str | None = None) -> dict[str, str]:
+        h = {"Authorization": f"Bearer {self.auth_token}"}
+        if content_type:
+            h["Content-Type"] = content_type
+        return h
+
+    async def start(self, query: Query, agg_param: bytes = b"") -> tuple[str, CollectionJobReq]:
+        """POST a CollectionJobReq; returns the job's URL (from Location)."""
+        req = CollectionJobReq(query, agg_param, ())
+        url = self.task.profile.resource_url("collection_jobs",
+                                             self.task.leader_aggregator_endpoint,
+                                             task_id=self.task.task_id)
+        async with self.session.post(url, data=req.encode(), headers=self._headers(
+                self.task.profile.media_type_for("CollectionJobReq"))) as resp:
+            content = await resp.read()
+            if resp.status >= 400:
+                raise _error(resp.status, content)
+            location = resp.headers.get("Location")
+        if not location:
+            raise CollectionError(resp.status, "", "no Location header")
+        return urljoin(url, location), req
+
+    async def poll(self, job_url: str) -> tuple[CollectionJobResp | None, float]:
+        async with self.session.get(job_url, headers=self._headers()) as resp:
+            content = await resp.read()
+            if resp.status >= 400:
+                raise _error(resp.status, content)
+            retry = resp.headers.get("Retry-After")
+        if not content:
+            return None, float(retry) if retry else 1.0
+        return CollectionJobResp.decode(content), 0.0
+
+    async def collect(self, query: Query, agg_param: bytes = b"", timeout: float = 120.0,
+                      max_poll_interval: float = 1.0) -> Collection:
+        """Run a collection job to the end and return the (debiased) result."""
+        job_url, req = await self.start(query, agg_param)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        while True:
+            resp, retry_after = await self.poll(job_url)
+            if resp is not None:
+                break
+            if loop.time() > deadline:
+                raise CollectionError(0, "timeout", f"job {job_url} not ready after "
+                                      f"{timeout:.0f} s")
+            await asyncio.sleep(min(retry_after, max_poll_interval))
+        result = collect_result(self.task, self.keypair, req, resp, vdaf=self.vdaf)
+        debiased = result.aggregate_result
+        if self.policy is not None:
+            debiased = self.policy.debias_agg_result(result.aggregate_result,
+                                                     result.report_count)
+        return Collection(result.report_count, result.interval, result.aggregate_result,
+                          debiased, job_url)
+
+    async def delete(self, job_url: str) -> None:
+        async with self.session.delete(job_url, headers=self._headers()) as resp:
+            if resp.status >= 400:
+                raise _error(resp.status, await resp.read())
+
+
+def _error(status: int, content: bytes) -> CollectionError:
+    try:
+        doc = ProblemDocument.from_json(content)
+        return CollectionError(status, doc.type, doc.detail or "")
+    except ProblemDocumentError:
+        return CollectionError(status, "", content[:200].decode(errors="replace"))
+
+
+def new_collection_job_id() -> bytes:
+    return secrets.token_bytes(16)

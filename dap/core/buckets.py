@@ -1,0 +1,136 @@
+"""Batch buckets (DAP-18 Section 4.5.3.3) and batch selection (Section 5).
+
+A time-interval bucket is identified by the encoded `Interval(t, 1)` of the report time
+`t` (times are in units of time_precision); a leader-selected bucket by its BatchID.
+Encoded Intervals are fixed-width big-endian, so their byte order is time order and a
+batch interval is a range of bucket identifiers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from dap.core.tasks import AggregatorTask
+from dap.messages import BatchMode, Duration, Interval, ReportError, Time, batch_checksum
+from dap.storage import BatchBucketRecord, Transaction
+
+
+def time_bucket(time: int) -> bytes:
+    return Interval(Time(time), Duration(1)).encode()
+
+
+def bucket_for(task: AggregatorTask, report_time: int, batch_id: bytes | None) -> bytes:
+    if task.batch_mode == BatchMode.TIME_INTERVAL:
+        return time_bucket(report_time)
+    if batch_id is None:
+        raise ValueError("leader-selected report without a batch ID")
+    return bytes(batch_id)
+
+
+def commit_error(tx: Transaction, task: AggregatorTask, report_id: bytes, report_time: int,
+                 bucket: bytes) -> ReportError | None:
+    """The checks before committing an output share (Section 4.5.3.3)."""
+    if task.batch_mode == BatchMode.TIME_INTERVAL:
+        if tx.interval_overlaps_collected(task.task_id, report_time, report_time + 1):
+            return ReportError.BATCH_COLLECTED
+    elif tx.is_bucket_collected(task.task_id, bucket):
+        return ReportError.BATCH_COLLECTED
+    if tx.is_report_aggregated(task.task_id, report_id):
+        return ReportError.REPORT_REPLAYED
+    return None
+
+
+@dataclass
+class OutputShare:
+    report_id: bytes
+    time: int
+    bucket: bytes
+    out_share: Any
+
+
+def commit_output_shares(tx: Transaction, task: AggregatorTask, agg_param: bytes,
+                         shares: Sequence[OutputShare]) -> dict[bytes, ReportError]:
+    """Commit output shares to their batch buckets: update aggregate share, count and
+    checksum, and record each report ID for replay checks. Returns the reports that could
+    not be committed, with their error; the others are committed."""
+    vdaf = task.vdaf
+    decoded_param = vdaf.decode_agg_param(agg_param)
+    failed: dict[bytes, ReportError] = {}
+    by_bucket: dict[bytes, list[OutputShare]] = {}
+    for share in shares:
+        err = commit_error(tx, task, share.report_id, share.time, share.bucket)
+        if err is None and not tx.mark_report_aggregated(task.task_id, share.report_id):
+            err = ReportError.REPORT_REPLAYED
+        if err is not None:
+            failed[bytes(share.report_id)] = err
+            continue
+        by_bucket.setdefault(share.bucket, []).append(share)
+    for bucket, items in by_bucket.items():
+        record = tx.get_bucket(task.task_id, bucket, agg_param) or BatchBucketRecord(
+            task.task_id, bucket, agg_param)
+        agg = vdaf.agg_init(decoded_param) if record.agg_share is None else \
+            vdaf.decode_agg_share(decoded_param, record.agg_share)
+        for item in items:
+            agg = vdaf.agg_update(decoded_param, agg, item.out_share)
+        record.agg_share = vdaf.encode_agg_share(agg)
+        record.report_count += len(items)
+        record.checksum = xor_bytes(record.checksum, batch_checksum(i.report_id for i in items))
+        times = [i.time for i in items]
+        record.min_time = min(times) if record.min_time is None else min(record.min_time, *times)
+        record.max_time = max(times) if record.max_time is None else max(record.max_time, *times)
+        tx.put_bucket(record)
+    return failed
+
+
+def xor_bytes(a: bytes, b: bytes) -> bytes:
+    return bytes(x ^ y for x, y in zip(a, b, strict=True))
+
+
+@dataclass
+class MergedBatch:
+    agg_share: Any
+    report_count: int
+    checksum: bytes
+    interval: Interval
+    buckets: list[bytes]
+
+
+def merge_buckets(task: AggregatorTask, agg_param: bytes,
+                  records: Sequence[BatchBucketRecord]) -> MergedBatch:
+    """Combine batch buckets: merge aggregate shares, sum counts, XOR checksums
+    (Section 4.6.4). The interval is the smallest one containing every report time."""
+    vdaf = task.vdaf
+    decoded = vdaf.decode_agg_param(agg_param)
+    shares = [vdaf.decode_agg_share(decoded, r.agg_share) for r in records
+              if r.agg_share is not None]
+    checksum = bytes(32)
+    for r in records:
+        checksum = xor_bytes(checksum, r.checksum)
+    times = [t for r in records for t in (r.min_time, r.max_time) if t is not None]
+    interval = Interval(Time(min(times)), Duration(max(times) - min(times) + 1)) if times \
+        else Interval(Time(0), Duration(0))
+    return MergedBatch(vdaf.merge(decoded, shares), sum(r.report_count for r in records),
+                       checksum, interval, [r.bucket for r in records])
+
+
+def buckets_of_interval(tx: Transaction, task: AggregatorTask, interval: Interval,
+                        agg_param: bytes) -> list[BatchBucketRecord]:
+    """The existing buckets of a time-interval batch with this aggregation parameter."""
+    low = time_bucket(int(interval.start))
+    high = time_bucket(int(interval.start) + int(interval.duration))
+    return [r for r in tx.list_buckets_in_range(task.task_id, low, high)
+            if r.agg_param == agg_param]
+
+
+def other_agg_params(tx: Transaction, task: AggregatorTask, buckets: Sequence[bytes] | None,
+                     interval: Interval | None, agg_param: bytes) -> bool:
+    """Whether any bucket of the batch was aggregated with another aggregation parameter."""
+    if interval is not None:
+        low = time_bucket(int(interval.start))
+        high = time_bucket(int(interval.start) + int(interval.duration))
+        records = tx.list_buckets_in_range(task.task_id, low, high)
+    else:
+        records = tx.list_buckets(task.task_id, list(buckets or []))
+    return any(r.agg_param != agg_param for r in records)

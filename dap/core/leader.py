@@ -1,0 +1,540 @@
+"""The Leader (DAP-18 Sections 4.4.2.2, 4.5.2.1, 4.5.4.1, 4.6) without I/O.
+
+The Leader's work is split at each network exchange with the Helper: one transaction
+prepares the request and stores it (so that a restarted Leader resends the same bytes),
+the server sends it, and another transaction processes the response.
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from dap.codec import DecodeError
+from dap.core.buckets import (
+    MergedBatch,
+    OutputShare,
+    bucket_for,
+    buckets_of_interval,
+    commit_output_shares,
+    merge_buckets,
+)
+from dap.core.errors import DapProblem, NotReady
+from dap.core.helper import decrypt_input_share, digest, validate_report
+from dap.core.tasks import AggregatorTask, Keyring
+from dap.messages import (
+    AggregateShare,
+    AggregateShareReq,
+    AggregationJobContinueReq,
+    AggregationJobExtension,
+    AggregationJobInitReq,
+    AggregationJobResp,
+    BatchID,
+    BatchMode,
+    BatchSelector,
+    CollectionJobReq,
+    CollectionJobResp,
+    Report,
+    ReportError,
+    ReportShare,
+    ReportUploadStatus,
+    Role,
+    UploadErrors,
+    UploadRequest,
+    VerifyContinue,
+    VerifyInit,
+    VerifyRespType,
+)
+from dap.storage import (
+    AggregationJobRecord,
+    ClientReportRecord,
+    CollectionJobRecord,
+    LeaderBatchRecord,
+    ReportAggregationRecord,
+    Transaction,
+)
+from vdaf.ping_pong import (
+    Continued,
+    Finished,
+    FinishedWithOutbound,
+    Rejected,
+    ping_pong_leader_continued,
+    ping_pong_leader_init,
+)
+
+# -- upload (Section 4.4.2.2) ---------------------------------------------------------------
+
+
+def upload(tx: Transaction, task: AggregatorTask, keyring: Keyring, body: bytes, now: float,
+           clock_skew: int) -> UploadErrors | None:
+    """Store the accepted reports of an `UploadRequest`; the others get a ReportError.
+
+    Checks that need decryption (private extensions, the input share itself) and the
+    anti-replay check against aggregated reports happen before aggregation, as the draft
+    allows. A report with public extensions aborts the request with
+    `unsupportedExtension` (DAP-18 defines no report extension), so nothing is stored."""
+    tid = task.task_id
+    try:
+        req = UploadRequest.decode(body)
+    except DecodeError as exc:
+        raise DapProblem("invalidMessage", str(exc), task_id=tid) from None
+    unsupported = sorted({e.extension_type for r in req.reports
+                          for e in r.report_metadata.public_extensions})
+    if unsupported:
+        raise DapProblem("unsupportedExtension", "unrecognized public report extensions",
+                         task_id=tid, unsupported_extensions=unsupported)
+    statuses = []
+    skew_units = -(-clock_skew // task.task.time_precision)
+    now_units = task.now_time(now)
+    interval = task.task.task_interval
+    for report in req.reports:
+        md = report.report_metadata
+        rid = bytes(md.report_id)
+        t = int(md.time)
+        error: ReportError | None = None
+        if keyring.get(report.leader_encrypted_input_share.config_id) is None:
+            error = ReportError.OUTDATED_CONFIG
+        elif t > now_units + skew_units:
+            error = ReportError.REPORT_TOO_EARLY
+        elif interval is not None and not interval.contains(t):
+            error = ReportError.REPORT_DROPPED
+        elif task.batch_mode == BatchMode.TIME_INTERVAL and \
+                tx.interval_overlaps_collected(tid, t, t + 1):
+            # The draft says the Leader MUST discard such a report and MAY report it as
+            # report_replayed; batch_collected is the more precise ReportError.
+            error = ReportError.BATCH_COLLECTED
+        elif not tx.put_client_report(ClientReportRecord(tid, rid, t, report.encode(),
+                                                         created_at=now)):
+            error = ReportError.REPORT_REPLAYED
+        if error is not None:
+            statuses.append(ReportUploadStatus(md.report_id, error))
+    return UploadErrors(tuple(statuses)) if statuses else None
+
+
+# -- aggregation job creation (Section 4.5.2.1) ---------------------------------------------
+
+
+@dataclass
+class JobSizes:
+    min_job_size: int = 1
+    max_job_size: int = 500
+    straggler_age: float = 2.0
+
+
+def create_aggregation_jobs(tx: Transaction, task: AggregatorTask, keyring: Keyring,
+                            now: float, sizes: JobSizes, clock_skew: int
+                            ) -> list[AggregationJobRecord]:
+    """Turn uploaded reports into aggregation jobs. Fewer than `min_job_size` reports
+    wait, unless the oldest has waited `straggler_age` seconds (stragglers do not stall
+    collection)."""
+    tid = task.task_id
+    reports = tx.list_new_reports(tid, sizes.max_job_size * 4)
+    if not reports:
+        return []
+    if len(reports) < sizes.min_job_size:
+        age = tx.oldest_new_report_age(tid, now)
+        if age is None or age < sizes.straggler_age:
+            return []
+    vdaf = task.vdaf
+    ctx = task.task.vdaf_ctx()
+    verify_key = task.verify_keys[0]
+    ready: list[tuple[ClientReportRecord, Report, Continued]] = []
+    for rec in reports:
+        report = Report.decode(rec.report)
+        outcome = _leader_init_one(tx, task, keyring, rec, report, vdaf, ctx, verify_key, now,
+                                   clock_skew)
+        if isinstance(outcome, ReportError):
+            tx.set_report_states(tid, [rec.report_id], "failed", error=int(outcome))
+        else:
+            ready.append((rec, report, outcome))
+    jobs = []
+    for batch_id, chunk in _group(tx, task, ready, sizes.max_job_size, now):
+        jobs.append(_store_job(tx, task, batch_id, chunk, now))
+    return jobs
+
+
+def _leader_init_one(tx: Transaction, task: AggregatorTask, keyring: Keyring,
+                     rec: ClientReportRecord, report: Report, vdaf: Any, ctx: bytes,
+                     verify_key: bytes, now: float, clock_skew: int) -> Continued | ReportError:
+    md = report.report_metadata
+    rid = bytes(md.report_id)
+    t = int(md.time)
+    if tx.is_report_aggregated(task.task_id, rid):
+        return ReportError.REPORT_REPLAYED
+    if task.batch_mode == BatchMode.TIME_INTERVAL and \
+            tx.interval_overlaps_collected(task.task_id, t, t + 1):
+        return ReportError.BATCH_COLLECTED
+    plaintext = decrypt_input_share(task, keyring, Role.LEADER, md, report.public_share,
+                                    report.leader_encrypted_input_share)
+    if isinstance(plaintext, ReportError):
+        return plaintext
+    # The report was within the clock skew when uploaded; it is not re-judged "too early".
+    err = validate_report(task, md, plaintext.private_extensions, max(now, t *
+                          task.task.time_precision), clock_skew)
+    if err is not None:
+        return err
+    try:
+        vdaf.decode_input_share(0, plaintext.payload)
+        vdaf.decode_public_share(report.public_share)
+    except ValueError:
+        return ReportError.INVALID_MESSAGE
+    state = ping_pong_leader_init(vdaf, verify_key, ctx, b"", rid, report.public_share,
+                                  plaintext.payload)
+    if isinstance(state, Rejected):
+        return ReportError.VDAF_VERIFY_ERROR
+    return state
+
+
+def _group(tx: Transaction, task: AggregatorTask,
+           ready: list[tuple[ClientReportRecord, Report, Continued]], max_job_size: int,
+           now: float) -> list[tuple[bytes | None, list[tuple[ClientReportRecord, Report,
+                                                              Continued]]]]:
+    """Split reports into jobs: by size for time-interval; for leader-selected, also by
+    batch, filling the oldest open batch up to the task's target batch size."""
+    if task.batch_mode == BatchMode.TIME_INTERVAL:
+        return [(None, ready[i : i + max_job_size]) for i in range(0, len(ready), max_job_size)]
+    tid = task.task_id
+    groups: list[tuple[bytes | None, list[Any]]] = []
+    batches = tx.list_leader_batches(tid, ("open",))
+    capacity = {b.batch_id: _capacity(tx, task, b) for b in batches}
+    pos = 0
+    while pos < len(ready):
+        batch = next((b for b in batches if capacity[b.batch_id] > 0), None)
+        if batch is None:
+            batch = LeaderBatchRecord(tid, secrets.token_bytes(32), created_at=now)
+            tx.put_leader_batch(batch)
+            batches.append(batch)
+            capacity[batch.batch_id] = task.max_batch_size
+        take = min(capacity[batch.batch_id], max_job_size)
+        chunk = ready[pos : pos + take]
+        pos += len(chunk)
+        capacity[batch.batch_id] -= len(chunk)
+        batch.assigned += len(chunk)
+        tx.update_leader_batch(batch)
+        groups.append((batch.batch_id, chunk))
+    return groups
+
+
+def _capacity(tx: Transaction, task: AggregatorTask, batch: LeaderBatchRecord) -> int:
+    committed = sum(b.report_count for b in tx.list_buckets(task.task_id, [batch.batch_id]))
+    in_flight = tx.count_reports_in_active_jobs(task.task_id, batch.batch_id)
+    return task.max_batch_size - committed - in_flight
+
+
+def _store_job(tx: Transaction, task: AggregatorTask, batch_id: bytes | None,
+               chunk: Sequence[tuple[ClientReportRecord, Report, Continued]],
+               now: float) -> AggregationJobRecord:
+    tid = task.task_id
+    job_id = secrets.token_bytes(16)
+    extensions: tuple[AggregationJobExtension, ...] = ()
+    if batch_id is not None:
+        extensions = (AggregationJobExtension.leader_selected_batch_id(batch_id),)
+    inits = tuple(
+        VerifyInit(ReportShare(report.report_metadata, report.public_share,
+                               report.helper_encrypted_input_share), state.outbound)
+        for _, report, state in chunk)
+    body = AggregationJobInitReq(0, b"", extensions, inits).encode()
+    job = AggregationJobRecord(tid, job_id, "leader", "active", 0, b"", batch_id, body,
+                               digest(body), created_at=now, next_attempt_at=now)
+    tx.put_aggregation_job(job)
+    vdaf = task.vdaf
+    tx.put_report_aggregations([
+        ReportAggregationRecord(tid, job_id, i, rec.report_id, rec.time, "active",
+                                vdaf.encode_verify_state(state.verify_state))
+        for i, (rec, _, state) in enumerate(chunk)])
+    tx.set_report_states(tid, [rec.report_id for rec, _, _ in chunk], "in_job", job_id)
+    return job
+
+
+# -- stepping a job with the Helper (Sections 4.5.2.1, 4.5.4.1) ------------------------------
+
+
+def process_aggregation_job_response(tx: Transaction, task: AggregatorTask,
+                                     job: AggregationJobRecord, body: bytes) -> None:
+    """Process the Helper's `AggregationJobResp` to the job's current request: commit
+    finished output shares, reject what was rejected, and prepare the next request if
+    verification continues. A response that does not match abandons the job."""
+    tid = task.task_id
+    vdaf = task.vdaf
+    ctx = task.task.vdaf_ctx()
+    records = [r for r in tx.get_report_aggregations(tid, job.job_id)
+               if r.state in ("active", "finished_outbound")]
+    try:
+        resp = AggregationJobResp.decode(body)
+    except DecodeError as exc:
+        abandon_aggregation_job(tx, task, job, f"malformed AggregationJobResp: {exc}")
+        return
+    if [bytes(v.report_id) for v in resp.verify_resps] != [r.report_id for r in records]:
+        abandon_aggregation_job(tx, task, job, "report IDs of the response do not match")
+        return
+    to_commit: list[tuple[ReportAggregationRecord, OutputShare]] = []
+    continues: list[VerifyContinue] = []
+    for rec, vr in zip(records, resp.verify_resps, strict=True):
+        if vr.verify_resp_type == VerifyRespType.REJECT:
+            rec.state, rec.error = "rejected", int(vr.report_error or 0)
+        elif vr.verify_resp_type == VerifyRespType.CONTINUE and rec.state == "active":
+            prev = Continued(vdaf.decode_verify_state(rec.verify_state or b""), job.step, b"")
+            state = ping_pong_leader_continued(vdaf, ctx, job.agg_param, prev, vr.payload or b"")
+            if isinstance(state, Finished):
+                to_commit.append((rec, OutputShare(rec.report_id, rec.time,
+                                                   bucket_for(task, rec.time, job.batch_id),
+                                                   state.out_share)))
+            elif isinstance(state, Continued):
+                rec.verify_state = vdaf.encode_verify_state(state.verify_state)
+                continues.append(VerifyContinue(rec.report_id, state.outbound))
+            elif isinstance(state, FinishedWithOutbound):
+                rec.state = "finished_outbound"
+                rec.verify_state = vdaf.encode_out_share(state.out_share)
+                continues.append(VerifyContinue(rec.report_id, state.outbound))
+            else:
+                rec.state, rec.error = "rejected", int(ReportError.VDAF_VERIFY_ERROR)
+        elif vr.verify_resp_type == VerifyRespType.FINISH and rec.state == "finished_outbound":
+            out_share = vdaf.decode_out_share(None, rec.verify_state or b"")
+            to_commit.append((rec, OutputShare(rec.report_id, rec.time,
+                                               bucket_for(task, rec.time, job.batch_id),
+                                               out_share)))
+        else:
+            abandon_aggregation_job(tx, task, job, "response type incompatible with the "
+                                    "report's state")
+            return
+    failed = commit_output_shares(tx, task, job.agg_param, [s for _, s in to_commit])
+    for rec, _share in to_commit:
+        err = failed.get(rec.report_id)
+        rec.state, rec.error = ("rejected", int(err)) if err else ("finished", None)
+    for rec in records:
+        tx.update_report_aggregation(rec)
+    done = [r.report_id for r in records if r.state == "finished"]
+    tx.set_report_states(tid, done, "aggregated", job.job_id)
+    for rec in records:
+        if rec.state == "rejected":
+            tx.set_report_states(tid, [rec.report_id], "failed", job.job_id, rec.error)
+    if continues:
+        job.step += 1
+        job.request = AggregationJobContinueReq(job.step, tuple(continues)).encode()
+    else:
+        job.state = "finished"
+    job.attempts = 0
+    tx.update_aggregation_job(job)
+
+
+def abandon_aggregation_job(tx: Transaction, task: AggregatorTask, job: AggregationJobRecord,
+                            reason: str) -> None:
+    """Abandon a job (Section 4.5.5). Its unfinished reports are not retried: the Helper
+    may have committed some of them, and aggregating them again elsewhere could make the
+    Aggregators' batches disagree."""
+    job.state = "abandoned"
+    job.error = reason
+    tx.update_aggregation_job(job)
+    pending = [r.report_id for r in tx.get_report_aggregations(task.task_id, job.job_id)
+               if r.state in ("active", "finished_outbound")]
+    tx.set_report_states(task.task_id, pending, "failed", job.job_id)
+
+
+# -- collection (Section 4.6) --------------------------------------------------------------
+
+
+def create_collection_job(tx: Transaction, task: AggregatorTask, body: bytes,
+                          now: float) -> bytes:
+    """Validate a `CollectionJobReq` and create the job; a byte-identical request returns
+    the existing job (Section 3.2)."""
+    tid = task.task_id
+    request_hash = digest(body)
+    existing = tx.find_collection_job_by_hash(tid, request_hash)
+    if existing is not None:
+        return existing.job_id
+    try:
+        req = CollectionJobReq.decode(body)
+    except DecodeError as exc:
+        raise DapProblem("invalidMessage", str(exc), task_id=tid) from None
+    if req.query.batch_mode != task.batch_mode:
+        raise DapProblem("invalidMessage", "query batch mode does not match the task",
+                         task_id=tid)
+    vdaf = task.vdaf
+    try:
+        if not vdaf.is_valid(vdaf.decode_agg_param(req.agg_param), []):
+            raise ValueError("invalid")
+    except ValueError:
+        raise DapProblem("invalidAggregationParameter", "invalid aggregation parameter",
+                         task_id=tid) from None
+    if req.extensions:
+        raise DapProblem("unsupportedExtension", "unknown collection job extension",
+                         task_id=tid,
+                         unsupported_extensions=[e.extension_type for e in req.extensions])
+    if task.batch_mode == BatchMode.TIME_INTERVAL:
+        interval = req.query.batch_interval
+        if int(interval.duration) < 1:
+            raise DapProblem("batchInvalid", "batch interval shorter than time_precision",
+                             task_id=tid)
+        if tx.interval_overlaps_collected(tid, int(interval.start), interval.end):
+            raise DapProblem("batchOverlap", "batch interval overlaps a collected batch",
+                             task_id=tid)
+    job = CollectionJobRecord(tid, secrets.token_bytes(16), body, request_hash, "start",
+                              created_at=now, next_attempt_at=now)
+    tx.put_collection_job(job)
+    return job.job_id
+
+
+@dataclass
+class ShareRequest:
+    """What the Leader sends the Helper for a collection job."""
+
+    body: bytes                 # encoded AggregateShareReq (resent byte for byte)
+    merged: MergedBatch
+
+
+def prepare_collection(tx: Transaction, task: AggregatorTask, job: CollectionJobRecord,
+                       now: float, give_up_after: float | None) -> ShareRequest | None:
+    """Decide whether the collection job's batch is ready; if so freeze it (mark it
+    collected: no more output shares are committed to it) and build the
+    `AggregateShareReq`. Returns None to wait. A job already past this point returns the
+    same request again."""
+    tid = task.task_id
+    req = CollectionJobReq.decode(job.request)
+    if task.batch_mode == BatchMode.TIME_INTERVAL:
+        interval = req.query.batch_interval
+        selector = BatchSelector.time_interval(interval)
+        if job.state == "start":
+            pending = tx.count_reports(tid, ("new", "in_job"), int(interval.start), interval.end,
+                                       created_before=job.created_at + 1)
+            if pending:
+                return None
+            records = buckets_of_interval(tx, task, interval, req.agg_param)
+            merged = merge_buckets(task, req.agg_param, records)
+            if merged.report_count < task.task.min_batch_size:
+                _maybe_give_up(tx, task, job, now, give_up_after, merged.report_count)
+                return None
+            tx.mark_interval_collected(tid, int(interval.start), interval.end)
+        else:
+            merged = merge_buckets(task, req.agg_param,
+                                   buckets_of_interval(tx, task, interval, req.agg_param))
+    else:
+        if job.batch_id is None and not _choose_batch(tx, task, job):
+            _maybe_give_up(tx, task, job, now, give_up_after, 0)
+            return None
+        assert job.batch_id is not None
+        batch_id = job.batch_id
+        selector = BatchSelector.leader_selected(batch_id)
+        if job.state == "start":
+            if tx.count_active_aggregation_jobs(tid, batch_id=batch_id):
+                return None
+            records = [r for r in tx.list_buckets(tid, [batch_id]) if r.agg_param == req.agg_param]
+            merged = merge_buckets(task, req.agg_param, records)
+            if merged.report_count < task.task.min_batch_size:
+                # Rejections left the batch short: let it take more reports.
+                for b in tx.list_leader_batches(tid, ("collecting",)):
+                    if b.batch_id == batch_id:
+                        b.state = "open"
+                        tx.update_leader_batch(b)
+                job.batch_id = None
+                tx.update_collection_job(job)
+                return None
+            tx.mark_buckets_collected(tid, [batch_id])
+        else:
+            merged = merge_buckets(task, req.agg_param, [
+                r for r in tx.list_buckets(tid, [batch_id]) if r.agg_param == req.agg_param])
+    body = AggregateShareReq(req, selector, merged.report_count, merged.checksum).encode()
+    if job.state == "start":
+        job.state = "collecting"
+        tx.update_collection_job(job)
+    return ShareRequest(body, merged)
+
+
+def _choose_batch(tx: Transaction, task: AggregatorTask, job: CollectionJobRecord) -> bool:
+    """Leader-selected: pick the oldest open batch that can reach min_batch_size."""
+    tid = task.task_id
+    for batch in tx.list_leader_batches(tid, ("open",)):
+        committed = sum(b.report_count for b in tx.list_buckets(tid, [batch.batch_id]))
+        in_flight = tx.count_reports_in_active_jobs(tid, batch.batch_id)
+        if committed + in_flight >= task.task.min_batch_size:
+            batch.state = "collecting"
+            tx.update_leader_batch(batch)
+            job.batch_id = batch.batch_id
+            tx.update_collection_job(job)
+            return True
+    return False
+
+
+def _maybe_give_up(tx: Transaction, task: AggregatorTask, job: CollectionJobRecord, now: float,
+                   give_up_after: float | None, count: int) -> None:
+    if give_up_after is not None and now - job.created_at > give_up_after:
+        job.state = "failed"
+        job.error = "invalidBatchSize"
+        job.error_detail = (f"{count} reports after {give_up_after:.0f} s, fewer than "
+                            f"min_batch_size {task.task.min_batch_size}")
+        tx.update_collection_job(job)
+
+
+def finish_collection(tx: Transaction, task: AggregatorTask, job: CollectionJobRecord,
+                      share_request: ShareRequest, helper_body: bytes) -> None:
+    """Combine the Helper's `AggregateShare` with the Leader's own (noised by the task's
+    DP policy) into the `CollectionJobResp`."""
+    try:
+        helper_share = AggregateShare.decode(helper_body)
+    except DecodeError as exc:
+        fail_collection(tx, job, "invalidMessage", f"malformed AggregateShare: {exc}")
+        return
+    req = CollectionJobReq.decode(job.request)
+    agg_share = share_request.merged.agg_share
+    if task.dp_policy is not None:
+        agg_share = task.dp_policy.add_noise_to_agg_share(agg_share)
+    from dap.client_core import encrypt_aggregate_share
+
+    leader_ct = encrypt_aggregate_share(task.task, task.collector_hpke_config, Role.LEADER, req,
+                                        task.vdaf.encode_agg_share(agg_share))
+    resp = CollectionJobResp(share_request.merged.report_count, share_request.merged.interval,
+                             leader_ct, helper_share.encrypted_aggregate_share)
+    job.response = resp.encode()
+    job.state = "finished"
+    tx.update_collection_job(job)
+    if job.batch_id is not None:
+        for b in tx.list_leader_batches(task.task_id, ("collecting",)):
+            if b.batch_id == job.batch_id:
+                b.state = "collected"
+                tx.update_leader_batch(b)
+
+
+def fail_collection(tx: Transaction, job: CollectionJobRecord, token: str, detail: str) -> None:
+    job.state = "failed"
+    job.error = token
+    job.error_detail = detail
+    tx.update_collection_job(job)
+
+
+def get_collection_job(tx: Transaction, task: AggregatorTask, job_id: bytes) -> bytes:
+    job = tx.get_collection_job(task.task_id, job_id)
+    if job is None or job.state == "deleted":
+        raise DapProblem("unrecognizedCollectionJob", "unknown collection job", 404,
+                         task_id=task.task_id, dap_type=False)
+    if job.state == "failed":
+        raise DapProblem(job.error or "invalidMessage", job.error_detail or "",
+                         task_id=task.task_id)
+    if job.response is None:
+        raise NotReady()
+    return job.response
+
+
+def delete_collection_job(tx: Transaction, task: AggregatorTask, job_id: bytes) -> None:
+    """Section 4.6.3: discard the job; the batch stays collected if it was."""
+    job = tx.get_collection_job(task.task_id, job_id)
+    if job is None or job.state == "deleted":
+        raise DapProblem("unrecognizedCollectionJob", "unknown collection job", 404,
+                         task_id=task.task_id, dap_type=False)
+    job.state = "deleted"
+    job.response = None
+    tx.update_collection_job(job)
+    if job.batch_id is not None:
+        for b in tx.list_leader_batches(task.task_id, ("collecting",)):
+            if b.batch_id == job.batch_id and not tx.is_bucket_collected(task.task_id,
+                                                                         b.batch_id):
+                b.state = "open"
+                tx.update_leader_batch(b)
+
+
+__all__ = [
+    "BatchID", "JobSizes", "ShareRequest", "upload", "create_aggregation_jobs",
+    "process_aggregation_job_response", "abandon_aggregation_job", "create_collection_job",
+    "prepare_collection", "finish_collection", "fail_collection", "get_collection_job",
+    "delete_collection_job",
+]

@@ -1,0 +1,187 @@
+"""An Aggregator's tasks and HPKE keys, as the protocol core uses them."""
+
+from __future__ import annotations
+
+import json
+import secrets
+import time
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any
+
+from dap.codec import DecodeError
+from dap.core.errors import DapProblem
+from dap.hpke import HpkeKeypair, generate_keypair
+from dap.messages import BatchMode, HpkeConfig, HpkeConfigList, Role, TaskConfiguration
+from dap.profile import Profile, get_profile
+from dap.storage import HpkeKeyRecord, TaskRecord, Transaction
+from dap.task import Task, TaskError
+
+
+@dataclass(frozen=True)
+class TaskOptions:
+    """Per-task options that are not part of the TaskConfiguration.
+
+    `max_batch_size`: leader-selected batch mode, the size the Leader fills a batch to
+    (default: min_batch_size). The DP policy is not an option: it is part of the
+    TaskConfiguration (see `dap.dp`)."""
+
+    max_batch_size: int | None = None
+
+    def to_json(self) -> str:
+        return json.dumps({k: v for k, v in self.__dict__.items() if v is not None},
+                          sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str) -> TaskOptions:
+        data = json.loads(text or "{}")
+        return cls(max_batch_size=data.get("max_batch_size"))
+
+
+@dataclass
+class AggregatorTask:
+    """A task as one Aggregator holds it: the agreed configuration and its secrets."""
+
+    record: TaskRecord
+    task: Task
+    role: Role
+    options: TaskOptions
+    collector_hpke_config: HpkeConfig
+    verify_keys: dict[int, bytes] = field(default_factory=dict)
+
+    @classmethod
+    def from_record(cls, record: TaskRecord) -> AggregatorTask:
+        profile = get_profile(record.profile)
+        try:
+            config = TaskConfiguration.decode(record.config)
+            task = Task.from_configuration(record.task_id, config, profile)
+            collector = HpkeConfig.decode(record.collector_hpke_config)
+        except (DecodeError, TaskError, ValueError) as exc:
+            raise ValueError(f"stored task {record.task_id.hex()} is invalid: {exc}") from exc
+        role = Role.LEADER if record.role == "leader" else Role.HELPER
+        return cls(record=record, task=task, role=role,
+                   options=TaskOptions.from_json(record.options), collector_hpke_config=collector,
+                   verify_keys={0: record.vdaf_verify_key})
+
+    @property
+    def task_id(self) -> bytes:
+        return bytes(self.task.task_id)
+
+    @property
+    def profile(self) -> Profile:
+        return self.task.profile
+
+    @cached_property
+    def vdaf(self) -> Any:
+        return self.task.vdaf()
+
+    @cached_property
+    def configuration(self) -> TaskConfiguration:
+        return self.task.configuration()
+
+    @property
+    def batch_mode(self) -> BatchMode:
+        return self.task.batch_mode
+
+    @property
+    def max_batch_size(self) -> int:
+        return self.options.max_batch_size or self.task.min_batch_size
+
+    @cached_property
+    def dp_policy(self) -> Any:
+        """The DP policy bound into the task configuration, or None."""
+        if self.task.dp_policy is None:
+            return None
+        from dap.dp import decode_spec, policy_from_spec
+
+        return policy_from_spec(decode_spec(self.task.dp_policy), self.vdaf)
+
+    def now_time(self, now: float) -> int:
+        """The current time in the task's units (DAP-18 Section 4.1.1)."""
+        return int(now) // self.task.time_precision
+
+    def check_auth_token(self, token: str | None, collector: bool = False) -> bool:
+        import hmac
+
+        expected = self.record.collector_auth_token if collector \
+            else self.record.aggregator_auth_token
+        if not expected or token is None:
+            return False
+        return hmac.compare_digest(token.encode(), expected.encode())
+
+
+class TaskCache:
+    """Decoded tasks by ID, loaded from the datastore on first use."""
+
+    def __init__(self) -> None:
+        self._tasks: dict[bytes, AggregatorTask] = {}
+
+    def get(self, tx: Transaction, task_id: bytes, role: Role) -> AggregatorTask:
+        key = bytes(task_id)
+        task = self._tasks.get(key)
+        if task is None:
+            record = tx.get_task(key)
+            if record is None:
+                raise DapProblem("unrecognizedTask", "unknown task", 404, task_id=key)
+            task = AggregatorTask.from_record(record)
+            self._tasks[key] = task
+        if task.role != role:
+            raise DapProblem("unrecognizedTask", f"this aggregator is not the task's {role.name}",
+                             404, task_id=key)
+        return task
+
+    def invalidate(self, task_id: bytes | None = None) -> None:
+        if task_id is None:
+            self._tasks.clear()
+        else:
+            self._tasks.pop(bytes(task_id), None)
+
+
+# -- HPKE keys: add (pending), make active, retire (expired), delete -----------------------
+
+HPKE_STATES = ("pending", "active", "expired")
+
+
+class Keyring:
+    """The Aggregator's HPKE keys. `pending` keys decrypt but are not advertised (so that
+    every replica has them before clients do); `active` keys are advertised, newest first;
+    `expired` keys are no longer advertised but still decrypt reports from clients with a
+    cached configuration, until they are deleted."""
+
+    def __init__(self, records: list[HpkeKeyRecord]) -> None:
+        self.records = records
+        self.keypairs = {r.config_id: HpkeKeypair(HpkeConfig.decode(r.config), r.private_key)
+                         for r in records}
+
+    @classmethod
+    def load(cls, tx: Transaction) -> Keyring:
+        return cls(tx.list_hpke_keys())
+
+    def config_list(self) -> HpkeConfigList:
+        active = [r for r in self.records if r.state == "active"]
+        active.sort(key=lambda r: -r.created_at)
+        if not active:
+            raise DapProblem("serviceUnavailable", "no active HPKE configuration", 503,
+                             dap_type=False)
+        return HpkeConfigList(tuple(HpkeConfig.decode(r.config) for r in active))
+
+    def get(self, config_id: int) -> HpkeKeypair | None:
+        return self.keypairs.get(config_id)
+
+
+def add_hpke_key(tx: Transaction, state: str = "active", config_id: int | None = None,
+                 **suite: Any) -> HpkeKeyRecord:
+    """Generate a key pair and store it (rotation step 1, or a first key)."""
+    if state not in HPKE_STATES:
+        raise ValueError(f"state must be one of {HPKE_STATES}")
+    used = {r.config_id for r in tx.list_hpke_keys()}
+    if config_id is None:
+        free = [i for i in range(256) if i not in used]
+        if not free:
+            raise ValueError("all 256 HPKE config ids are in use")
+        config_id = secrets.choice(free)
+    keypair = generate_keypair(config_id, **suite)
+    record = HpkeKeyRecord(config_id, keypair.config.encode(), keypair.private_key, state,
+                           time.time())
+    tx.put_hpke_key(record)
+    return record

@@ -1,0 +1,116 @@
+"""Task provisioning: one place that makes a task's parameters and secrets for the Leader,
+the Helper, the Client and the Collector (DAP-18 leaves distribution out of band).
+
+`new_task(...)` draws the task ID, the VDAF verification key, the bearer tokens and the
+Collector's HPKE key pair; `ProvisionedTask` gives each party its view:
+`leader_record` / `helper_record` for the Aggregators' datastores (or, as JSON, their
+admin API), `client_view()` for Clients, and the Collector's credentials.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import secrets
+from dataclasses import dataclass
+from typing import Any
+
+from dap.dp import encode_spec
+from dap.hpke import HpkeKeypair, generate_keypair
+from dap.messages import BatchMode, HpkeConfig, Interval
+from dap.profile import DEFAULT_PROFILE, Profile, get_profile
+from dap.storage import TaskRecord
+from dap.task import Task
+
+
+def b64(data: bytes) -> str:
+    return base64.urlsafe_b64encode(bytes(data)).rstrip(b"=").decode()
+
+
+def unb64(text: str) -> bytes:
+    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+
+
+@dataclass
+class ProvisionedTask:
+    task: Task
+    vdaf_verify_key: bytes
+    aggregator_auth_token: str
+    collector_auth_token: str
+    collector_keypair: HpkeKeypair
+    options: dict[str, Any]
+
+    def record(self, role: str) -> TaskRecord:
+        return TaskRecord(
+            task_id=bytes(self.task.task_id), role=role, profile=self.task.profile.name,
+            config=self.task.configuration().encode(), vdaf_verify_key=self.vdaf_verify_key,
+            collector_hpke_config=self.collector_keypair.config.encode(),
+            aggregator_auth_token=self.aggregator_auth_token,
+            collector_auth_token=self.collector_auth_token if role == "leader" else None,
+            options=json.dumps(self.options, sort_keys=True))
+
+    @property
+    def leader_record(self) -> TaskRecord:
+        return self.record("leader")
+
+    @property
+    def helper_record(self) -> TaskRecord:
+        return self.record("helper")
+
+    def admin_json(self, role: str) -> dict[str, Any]:
+        """The body of `POST /internal/tasks` for this aggregator."""
+        rec = self.record(role)
+        out: dict[str, Any] = {
+            "task_id": b64(rec.task_id), "role": role, "profile": rec.profile,
+            "config": b64(rec.config), "vdaf_verify_key": b64(rec.vdaf_verify_key),
+            "collector_hpke_config": b64(rec.collector_hpke_config),
+            "aggregator_auth_token": rec.aggregator_auth_token, "options": self.options}
+        if rec.collector_auth_token:
+            out["collector_auth_token"] = rec.collector_auth_token
+        return out
+
+    def client_view(self) -> dict[str, Any]:
+        """What a Client needs: the task ID and configuration (no secrets)."""
+        return {"task_id": b64(self.task.task_id), "profile": self.task.profile.name,
+                "config": b64(self.task.configuration().encode())}
+
+    def collector_view(self) -> dict[str, Any]:
+        """What the Collector needs: the task, its HPKE key pair and its bearer token."""
+        return {**self.client_view(),
+                "collector_hpke_config": b64(self.collector_keypair.config.encode()),
+                "collector_private_key": b64(self.collector_keypair.private_key),
+                "collector_auth_token": self.collector_auth_token}
+
+
+def new_task(vdaf: Any, leader_url: str, helper_url: str, *,
+             batch_mode: BatchMode = BatchMode.TIME_INTERVAL, min_batch_size: int = 10,
+             time_precision: int = 60, task_interval: Interval | None = None,
+             dp_policy: dict[str, Any] | None = None, max_batch_size: int | None = None,
+             task_info: bytes = b"ppm-reference task", profile: Profile = DEFAULT_PROFILE,
+             task_id: bytes | None = None) -> ProvisionedTask:
+    task = Task.for_vdaf(
+        vdaf, task_id=task_id or secrets.token_bytes(32), task_info=task_info,
+        leader_aggregator_endpoint=leader_url, helper_aggregator_endpoint=helper_url,
+        time_precision=time_precision, min_batch_size=min_batch_size, batch_mode=batch_mode,
+        task_interval=task_interval, profile=profile,
+        dp_policy=encode_spec(dp_policy) if dp_policy else None)
+    options: dict[str, Any] = {}
+    if max_batch_size is not None:
+        options["max_batch_size"] = max_batch_size
+    return ProvisionedTask(task, secrets.token_bytes(vdaf.VERIFY_KEY_SIZE),
+                           secrets.token_urlsafe(24), secrets.token_urlsafe(24),
+                           generate_keypair(secrets.randbelow(256)), options)
+
+
+def task_from_view(view: dict[str, Any]) -> Task:
+    """A Task from `client_view()` / `collector_view()` JSON."""
+    from dap.messages import TaskConfiguration
+
+    profile = get_profile(view.get("profile", DEFAULT_PROFILE.name))
+    config = TaskConfiguration.decode(unb64(view["config"]))
+    return Task.from_configuration(unb64(view["task_id"]), config, profile)
+
+
+def collector_keypair_from_view(view: dict[str, Any]) -> HpkeKeypair:
+    return HpkeKeypair(HpkeConfig.decode(unb64(view["collector_hpke_config"])),
+                       unb64(view["collector_private_key"]))

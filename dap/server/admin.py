@@ -1,0 +1,199 @@
+"""The admin API of an aggregator, under `/internal/`, authenticated with the
+configuration's `admin_token` (absent: the API is disabled).
+
+    GET    /internal/health                       liveness
+    POST   /internal/tasks                        provision a task (JSON, see TaskSpec)
+    GET    /internal/tasks                        list task IDs
+    DELETE /internal/tasks/{task_id}              remove a task
+    GET    /internal/hpke_keys                    list keys (id, state, config)
+    POST   /internal/hpke_keys                    add a key {"state": "pending", "kem": ...}
+    PUT    /internal/hpke_keys/{config_id}        change state {"state": "active"}
+    DELETE /internal/hpke_keys/{config_id}        delete a key
+
+HPKE key rotation: add a key as `pending` (it decrypts, but is not advertised), make it
+`active` once every replica has it (advertised first), then mark the old key `expired`
+(no longer advertised, still decrypts for clients with a cached configuration, for at
+least twice `hpke_cache_max_age`), and finally delete it.
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+from typing import Any
+
+from aiohttp import web
+
+from dap.core.errors import DapProblem
+from dap.core.tasks import HPKE_STATES, AggregatorTask, add_hpke_key
+from dap.hpke import Aead, Kdf, Kem
+from dap.server.common import b64url, state
+from dap.storage import TaskRecord
+
+
+def _check_admin(request: web.Request) -> None:
+    token = state(request).config.admin_token
+    if not token:
+        raise DapProblem("notFound", "admin API disabled", 404, dap_type=False)
+    got = request.headers.get("Authorization", "")
+    if not hmac.compare_digest(got.encode(), f"Bearer {token}".encode()):
+        raise DapProblem("forbidden", "admin token required", 403, dap_type=False)
+
+
+async def _json(request: web.Request) -> dict[str, Any]:
+    try:
+        data = json.loads(await request.read())
+    except ValueError:
+        raise DapProblem("badRequest", "body is not JSON", 400, dap_type=False) from None
+    if not isinstance(data, dict):
+        raise DapProblem("badRequest", "body must be a JSON object", 400, dap_type=False)
+    return data
+
+
+def task_record_from_json(data: dict[str, Any]) -> TaskRecord:
+    """A TaskRecord from the provisioning JSON (binary values in unpadded base64url):
+    task_id, role, profile, config (encoded TaskConfiguration), vdaf_verify_key,
+    collector_hpke_config (encoded HpkeConfig), aggregator_auth_token,
+    collector_auth_token (Leader), options (object)."""
+    import base64
+
+    def b(key: str) -> bytes:
+        value = data.get(key)
+        if not isinstance(value, str):
+            raise DapProblem("badRequest", f"missing {key}", 400, dap_type=False)
+        try:
+            return base64.urlsafe_b64decode(value + "=" * (-len(value) % 4))
+        except ValueError:
+            raise DapProblem("badRequest", f"{key} is not base64url", 400,
+                             dap_type=False) from None
+
+    role = data.get("role")
+    if role not in ("leader", "helper"):
+        raise DapProblem("badRequest", "role must be leader or helper", 400, dap_type=False)
+    token = data.get("aggregator_auth_token")
+    if not isinstance(token, str) or not token:
+        raise DapProblem("badRequest", "missing aggregator_auth_token", 400, dap_type=False)
+    record = TaskRecord(b("task_id"), role, data.get("profile", "dap-18"), b("config"),
+                        b("vdaf_verify_key"), b("collector_hpke_config"), token,
+                        data.get("collector_auth_token"),
+                        json.dumps(data.get("options") or {}, sort_keys=True))
+    try:
+        # An aggregator refuses a task it cannot run, its DP policy included.
+        _ = AggregatorTask.from_record(record).dp_policy
+    except (ValueError, KeyError, TypeError) as exc:
+        raise DapProblem("badRequest", f"task refused: {exc}", 400, dap_type=False) from None
+    if role == "leader" and not record.collector_auth_token:
+        raise DapProblem("badRequest", "a Leader task needs collector_auth_token", 400,
+                         dap_type=False)
+    return record
+
+
+async def health(request: web.Request) -> web.StreamResponse:
+    return web.json_response({"status": "ok", "role": state(request).config.role})
+
+
+async def post_task(request: web.Request) -> web.StreamResponse:
+    _check_admin(request)
+    record = task_record_from_json(await _json(request))
+    st = state(request)
+    with st.datastore.transaction() as tx:
+        existing = tx.get_task(record.task_id)
+        if existing is not None and existing != record:
+            raise DapProblem("conflict", "a different task with this ID exists", 409,
+                             dap_type=False)
+        tx.put_task(record)
+    st.tasks.invalidate(record.task_id)
+    return web.json_response({"task_id": b64url(record.task_id)}, status=201)
+
+
+async def list_tasks(request: web.Request) -> web.StreamResponse:
+    _check_admin(request)
+    st = state(request)
+    with st.datastore.transaction() as tx:
+        tasks = tx.list_tasks()
+    return web.json_response([{"task_id": b64url(t.task_id), "role": t.role,
+                               "profile": t.profile} for t in tasks])
+
+
+async def delete_task(request: web.Request) -> web.StreamResponse:
+    _check_admin(request)
+    import base64
+
+    raw = request.match_info["task_id"]
+    task_id = base64.urlsafe_b64decode(raw + "=" * (-len(raw) % 4))
+    st = state(request)
+    with st.datastore.transaction() as tx:
+        tx.delete_task(task_id)
+    st.tasks.invalidate(task_id)
+    return web.Response(status=200)
+
+
+async def list_keys(request: web.Request) -> web.StreamResponse:
+    _check_admin(request)
+    st = state(request)
+    with st.datastore.transaction() as tx:
+        keys = tx.list_hpke_keys()
+    return web.json_response([{"config_id": k.config_id, "state": k.state,
+                               "config": b64url(k.config)} for k in keys])
+
+
+async def post_key(request: web.Request) -> web.StreamResponse:
+    _check_admin(request)
+    data = await _json(request)
+    suite: dict[str, Any] = {}
+    try:
+        if "kem" in data:
+            suite["kem"] = Kem(int(data["kem"]))
+        if "kdf" in data:
+            suite["kdf"] = Kdf(int(data["kdf"]))
+        if "aead" in data:
+            suite["aead"] = Aead(int(data["aead"]))
+    except (ValueError, TypeError):
+        raise DapProblem("badRequest", "unsupported HPKE algorithm", 400, dap_type=False) from None
+    st = state(request)
+    with st.datastore.transaction() as tx:
+        try:
+            record = add_hpke_key(tx, data.get("state", "pending"), data.get("config_id"),
+                                  **suite)
+        except ValueError as exc:
+            raise DapProblem("badRequest", str(exc), 400, dap_type=False) from None
+    st.invalidate_keyring()
+    return web.json_response({"config_id": record.config_id, "state": record.state,
+                              "config": b64url(record.config)}, status=201)
+
+
+async def put_key(request: web.Request) -> web.StreamResponse:
+    _check_admin(request)
+    data = await _json(request)
+    new_state = data.get("state")
+    if new_state not in HPKE_STATES:
+        raise DapProblem("badRequest", f"state must be one of {HPKE_STATES}", 400,
+                         dap_type=False)
+    st = state(request)
+    with st.datastore.transaction() as tx:
+        try:
+            tx.set_hpke_key_state(int(request.match_info["config_id"]), new_state)
+        except Exception as exc:  # noqa: BLE001 - StorageError or a bad id
+            raise DapProblem("notFound", str(exc), 404, dap_type=False) from None
+    st.invalidate_keyring()
+    return web.Response(status=200)
+
+
+async def delete_key(request: web.Request) -> web.StreamResponse:
+    _check_admin(request)
+    st = state(request)
+    with st.datastore.transaction() as tx:
+        tx.delete_hpke_key(int(request.match_info["config_id"]))
+    st.invalidate_keyring()
+    return web.Response(status=200)
+
+
+def add_routes(app: web.Application) -> None:
+    app.router.add_get("/internal/health", health)
+    app.router.add_post("/internal/tasks", post_task)
+    app.router.add_get("/internal/tasks", list_tasks)
+    app.router.add_delete("/internal/tasks/{task_id}", delete_task)
+    app.router.add_get("/internal/hpke_keys", list_keys)
+    app.router.add_post("/internal/hpke_keys", post_key)
+    app.router.add_put("/internal/hpke_keys/{config_id}", put_key)
+    app.router.add_delete("/internal/hpke_keys/{config_id}", delete_key)

@@ -1,0 +1,103 @@
+"""Build and run the Leader or Helper aiohttp application.
+
+Resources (DAP-18 Appendix A) are served at the root of the listening address:
+`/hpke_config`, `/tasks/{task-id}/...`; the admin API (provisioning tasks, rotating HPKE
+keys) is under `/internal/`, enabled by an `admin_token` in the configuration.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import AsyncIterator, Callable
+
+from aiohttp import web
+
+from dap.core.errors import DapProblem
+from dap.core.tasks import add_hpke_key
+from dap.server import admin
+from dap.server import helper as helper_routes
+from dap.server import leader as leader_routes
+from dap.server.common import CONFIG_KEY, STATE_KEY, AppState, problem_middleware, state
+from dap.server.config import AggregatorConfig
+from dap.storage import Datastore
+from dap.storage.sqlite import SqliteDatastore
+
+log = logging.getLogger("ppm.server")
+
+
+async def get_hpke_config(request: web.Request) -> web.StreamResponse:
+    """GET {aggregator}/hpke_config (Section 4.4.1): the active configurations, newest
+    (preferred) first, cacheable."""
+    st = state(request)
+    config_list = st.keyring().config_list()
+    from dap.profile import DEFAULT_PROFILE
+
+    return web.Response(body=config_list.encode(), headers={
+        "Content-Type": DEFAULT_PROFILE.media_type_for("HpkeConfigList"),
+        "Cache-Control": f"max-age={st.config.hpke_cache_max_age}",
+    })
+
+
+def ensure_hpke_key(datastore: Datastore) -> None:
+    """A fresh aggregator gets one active X25519 key."""
+    with datastore.transaction() as tx:
+        if not [k for k in tx.list_hpke_keys() if k.state == "active"]:
+            add_hpke_key(tx, "active")
+
+
+def build_app(config: AggregatorConfig, datastore: Datastore | None = None,
+              clock: Callable[[], float] = time.time,
+              background: bool = True) -> web.Application:
+    """The Leader's or Helper's application. With `background`, its worker starts with
+    the app (and is cancelled on shutdown)."""
+    ds = datastore or SqliteDatastore(config.datastore, config.sqlite_synchronous)
+    ensure_hpke_key(ds)
+    st = AppState(config, ds, clock)
+    app = web.Application(middlewares=[problem_middleware], client_max_size=256 * 1024 * 1024)
+    app[CONFIG_KEY] = config
+    app[STATE_KEY] = st
+    app.router.add_get("/hpke_config", get_hpke_config)
+    admin.add_routes(app)
+    if config.role == "leader":
+        leader_routes.add_routes(app)
+        app[leader_routes.WAKE_KEY] = asyncio.Event()
+    else:
+        helper_routes.add_routes(app)
+        app[helper_routes.WAKE_KEY] = asyncio.Event()
+
+    async def run_worker(app: web.Application) -> AsyncIterator[None]:
+        if config.role == "leader":
+            worker = leader_routes.LeaderWorker(app, st)
+            task = asyncio.create_task(worker.run())
+        else:
+            task = asyncio.create_task(helper_routes.worker(app, st))
+        yield
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+    async def close_datastore(app: web.Application) -> None:
+        if datastore is None:
+            ds.close()
+
+    if background:
+        app.cleanup_ctx.append(run_worker)
+    app.on_cleanup.append(close_datastore)
+    return app
+
+
+def run(config: AggregatorConfig) -> None:
+    """Serve until interrupted (`ppm leader` / `ppm helper`)."""
+    logging.basicConfig(level=logging.INFO,
+                        format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    app = build_app(config)
+    log.info("%s listening on http://%s:%d/", config.role, config.listen_host,
+             config.listen_port)
+    web.run_app(app, host=config.listen_host, port=config.listen_port, print=None,
+                access_log=None)
+
+
+__all__ = ["build_app", "run", "DapProblem"]

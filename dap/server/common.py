@@ -1,0 +1,172 @@
+"""What the Leader and Helper apps share: the problem-document middleware, request
+authentication, media types and the asynchronous-response conventions (DAP-18 Section 3)."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from aiohttp import web
+
+from dap.core.errors import DapProblem, NotReady
+from dap.core.tasks import AggregatorTask, Keyring, TaskCache
+from dap.messages import Role, TaskID
+from dap.problems import PROBLEM_MEDIA_TYPE
+from dap.profile import DEFAULT_PROFILE, Profile
+from dap.server.config import AggregatorConfig
+from dap.storage import Datastore
+
+log = logging.getLogger("ppm.server")
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+CONFIG_KEY: web.AppKey[AggregatorConfig] = web.AppKey("config", AggregatorConfig)
+STATE_KEY: web.AppKey[AppState] = web.AppKey("state", object)  # type: ignore[arg-type]
+
+
+class AppState:
+    """Per-app objects: datastore, task cache, clock (injectable for tests)."""
+
+    def __init__(self, config: AggregatorConfig, datastore: Datastore,
+                 clock: Callable[[], float] = time.time) -> None:
+        self.config = config
+        self.datastore = datastore
+        self.tasks = TaskCache()
+        self.clock = clock
+        self._keyring: Keyring | None = None
+        self._keyring_at = 0.0
+
+    def keyring(self) -> Keyring:
+        """HPKE keys, reloaded at most once a second (so rotations take effect)."""
+        now = time.monotonic()
+        if self._keyring is None or now - self._keyring_at > 1.0:
+            with self.datastore.transaction() as tx:
+                self._keyring = Keyring.load(tx)
+            self._keyring_at = now
+        return self._keyring
+
+    def invalidate_keyring(self) -> None:
+        self._keyring = None
+
+    def task(self, task_id: bytes, role: Role) -> AggregatorTask:
+        with self.datastore.transaction() as tx:
+            return self.tasks.get(tx, task_id, role)
+
+
+def problem_response(problem: DapProblem, profile: Profile = DEFAULT_PROFILE) -> web.Response:
+    doc: dict[str, Any] = {"status": problem.status, "title": problem.token}
+    if problem.dap_type and problem.token in profile.problem_types:
+        doc["type"] = profile.problem_type_uri(problem.token)
+    else:
+        doc["type"] = "about:blank"
+    if problem.detail:
+        doc["detail"] = problem.detail
+    if problem.task_id is not None:
+        doc["taskid"] = TaskID(problem.task_id).to_base64url()
+    if problem.unsupported_extensions is not None:
+        doc["unsupported_extensions"] = list(problem.unsupported_extensions)
+    import json
+
+    return web.Response(status=problem.status, body=json.dumps(doc).encode(),
+                        content_type=PROBLEM_MEDIA_TYPE)
+
+
+@web.middleware
+async def problem_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """Turn protocol errors into problem documents (Section 3.6); never leak a traceback."""
+    try:
+        return await handler(request)
+    except DapProblem as problem:
+        return problem_response(problem)
+    except web.HTTPException as exc:
+        if exc.status >= 400 and exc.content_type != PROBLEM_MEDIA_TYPE:
+            return problem_response(DapProblem(exc.reason, exc.text or "", exc.status,
+                                               dap_type=False))
+        raise
+    except Exception:  # noqa: BLE001 - last line of defence: log and answer 500
+        log.exception("internal error handling %s %s", request.method, request.path)
+        return problem_response(DapProblem("internalError", "internal server error", 500,
+                                           dap_type=False))
+
+
+def task_id_param(request: web.Request) -> bytes:
+    try:
+        return bytes(TaskID.from_base64url(request.match_info["task_id"]))
+    except (ValueError, binascii.Error, TypeError):
+        raise DapProblem("unrecognizedTask", "malformed task ID", 404) from None
+
+
+def id_param(request: web.Request, name: str, size: int, token: str) -> bytes:
+    raw = request.match_info[name]
+    try:
+        value = base64.urlsafe_b64decode(raw + "=" * (-len(raw) % 4))
+    except (ValueError, binascii.Error):
+        value = b""
+    if len(value) != size or b64url(value) != raw:
+        raise DapProblem(token, f"malformed {name}", 404)
+    return value
+
+
+def b64url(data: bytes) -> str:
+    return base64.urlsafe_b64encode(bytes(data)).rstrip(b"=").decode()
+
+
+def bearer_token(request: web.Request) -> str | None:
+    value = request.headers.get("Authorization", "")
+    scheme, _, token = value.partition(" ")
+    if scheme.lower() != "bearer" or not token:
+        return None
+    return token.strip()
+
+
+def authenticate(request: web.Request, task: AggregatorTask, collector: bool) -> None:
+    """Bearer-token authentication (Section 3.5), compared in constant time. Checked
+    before anything is read or written."""
+    token = bearer_token(request)
+    if token is None:
+        raise DapProblem("unauthorized", "missing bearer token", 401, task_id=task.task_id,
+                         dap_type=False)
+    if not task.check_auth_token(token, collector=collector):
+        raise DapProblem("forbidden", "wrong bearer token", 403, task_id=task.task_id,
+                         dap_type=False)
+
+
+async def read_body(request: web.Request, task: AggregatorTask, message: str) -> bytes:
+    """The request body, after checking its media type against the expected message."""
+    expected = task.profile.media_type_for(message)
+    got = request.headers.get("Content-Type", "")
+    try:
+        name = task.profile.message_for_media_type(got)
+    except ValueError:
+        name = None
+    if name != message:
+        raise DapProblem("invalidMessage", f"expected Content-Type {expected}, got {got!r}",
+                         415, task_id=task.task_id)
+    return await request.read()
+
+
+def message_response(task: AggregatorTask, message: str, body: bytes, status: int = 200,
+                     location: str | None = None) -> web.Response:
+    headers = {"Content-Type": task.profile.media_type_for(message)}
+    if location:
+        headers["Location"] = location
+    return web.Response(status=status, body=body, headers=headers)
+
+
+def not_ready_response(config: AggregatorConfig, location: str | None = None,
+                       status: int = 200, retry_after: int | None = None) -> web.Response:
+    headers = {"Retry-After": str(retry_after or config.retry_after)}
+    if location:
+        headers["Location"] = location
+    return web.Response(status=status, headers=headers)
+
+
+def state(request: web.Request) -> AppState:
+    return request.app[STATE_KEY]
+
+
+__all__ = ["NotReady"]

@@ -1,0 +1,76 @@
+"""Aggregator configuration: a JSON file for `ppm leader --config FILE` / `ppm helper`.
+
+Example (every key but `role` and `datastore` is optional)::
+
+    {
+      "role": "leader",
+      "listen_host": "127.0.0.1", "listen_port": 8081,
+      "datastore": "leader.sqlite",
+      "sqlite_synchronous": "FULL",
+      "admin_token": "...",              # enables the /internal admin API
+      "clock_skew": 300,                 # seconds of leeway before report_too_early
+      "min_job_size": 10, "max_job_size": 500, "straggler_age": 2.0,
+      "async_helper": false,             # Helper: answer aggregation jobs later
+      "async_aggregate_shares": false,   # Helper: always compute shares in background
+      "retry_after": 1,                  # seconds, in Retry-After headers
+      "hpke_cache_max_age": 86400,       # Cache-Control max-age of hpke_config
+      "collection_give_up_after": null,  # seconds; then invalidBatchSize
+      "worker_interval": 0.05, "job_concurrency": 4
+    }
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import Any
+
+
+@dataclass
+class AggregatorConfig:
+    role: str
+    datastore: str
+    listen_host: str = "127.0.0.1"
+    listen_port: int = 8080
+    sqlite_synchronous: str = "FULL"
+    admin_token: str | None = None
+    clock_skew: int = 300
+    min_job_size: int = 1
+    max_job_size: int = 500
+    straggler_age: float = 2.0
+    async_helper: bool = False
+    async_aggregate_shares: bool = False
+    retry_after: int = 1
+    hpke_cache_max_age: int = 86400
+    collection_give_up_after: float | None = None
+    worker_interval: float = 0.05
+    job_concurrency: int = 4
+    http_timeout: float = 30.0
+
+    def __post_init__(self) -> None:
+        if self.role not in ("leader", "helper"):
+            raise ValueError("role must be 'leader' or 'helper'")
+        if self.min_job_size < 1 or self.max_job_size < self.min_job_size:
+            raise ValueError("need 1 <= min_job_size <= max_job_size")
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> AggregatorConfig:
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise ValueError(f"unknown configuration keys: {unknown}")
+        return cls(**data)
+
+    @classmethod
+    def load(cls, path: str | Path) -> AggregatorConfig:
+        data = json.loads(Path(path).read_text())
+        config = cls.from_dict(data)
+        # A relative datastore path is relative to the configuration file.
+        ds = Path(config.datastore)
+        if not ds.is_absolute():
+            config.datastore = str(Path(path).resolve().parent / ds)
+        return config
+
+    def to_dict(self) -> dict[str, Any]:
+        return {f.name: getattr(self, f.name) for f in fields(self)}

@@ -1,0 +1,196 @@
+"""The Helper's HTTP resources (DAP-18 Appendix A: aggregation jobs, aggregate shares) and
+its background worker (asynchronous aggregation jobs and aggregate shares)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from aiohttp import web
+
+from dap.core import helper as core
+from dap.core.errors import DapProblem, NotReady
+from dap.messages import Role
+from dap.server.common import (
+    AppState,
+    authenticate,
+    b64url,
+    id_param,
+    message_response,
+    not_ready_response,
+    read_body,
+    state,
+    task_id_param,
+)
+
+log = logging.getLogger("ppm.helper")
+WAKE_KEY: web.AppKey[asyncio.Event] = web.AppKey("helper_wake", asyncio.Event)
+
+
+def _job_id(request: web.Request) -> bytes:
+    return id_param(request, "job_id", 16, "unrecognizedAggregationJob")
+
+
+async def post_aggregation_jobs(request: web.Request) -> web.StreamResponse:
+    """POST {helper}/tasks/{task-id}/aggregation_jobs (Section 4.5.2.2)."""
+    st = state(request)
+    task = st.task(task_id_param(request), Role.HELPER)
+    authenticate(request, task, collector=False)
+    body = await read_body(request, task, "AggregationJobInitReq")
+    keyring = st.keyring()
+    asynchronous = st.config.async_helper
+    with st.datastore.transaction() as tx:
+        result = core.create_aggregation_job(tx, task, body, asynchronous, keyring, st.clock(),
+                                             st.config.clock_skew)
+    location = f"{request.path}/{b64url(result.job_id)}"
+    if result.response is None:
+        request.app[WAKE_KEY].set()
+        return not_ready_response(st.config, f"{location}?step={result.step}", status=201)
+    return message_response(task, "AggregationJobResp", result.response, 201, location)
+
+
+async def post_aggregation_job(request: web.Request) -> web.StreamResponse:
+    """POST {helper}/tasks/{task-id}/aggregation_jobs/{id}: continue (Section 4.5.4.2)."""
+    st = state(request)
+    task = st.task(task_id_param(request), Role.HELPER)
+    authenticate(request, task, collector=False)
+    job_id = _job_id(request)
+    body = await read_body(request, task, "AggregationJobContinueReq")
+    with st.datastore.transaction() as tx:
+        result = core.continue_aggregation_job(tx, task, job_id, body)
+    location = f"{request.path}?step={result.step}"
+    assert result.response is not None
+    return message_response(task, "AggregationJobResp", result.response, 200, location)
+
+
+async def get_aggregation_job(request: web.Request) -> web.StreamResponse:
+    """GET {helper}/tasks/{task-id}/aggregation_jobs/{id}?step=N (Section 4.5.2.2)."""
+    st = state(request)
+    task = st.task(task_id_param(request), Role.HELPER)
+    authenticate(request, task, collector=False)
+    job_id = _job_id(request)
+    raw_step = request.query.get("step")
+    try:
+        step = int(raw_step) if raw_step is not None else None
+    except ValueError:
+        raise DapProblem("invalidMessage", "step must be an integer",
+                         task_id=task.task_id) from None
+    try:
+        with st.datastore.transaction() as tx:
+            result = core.get_aggregation_job(tx, task, job_id, step)
+    except NotReady:
+        return not_ready_response(st.config, f"{request.path}?step={step or 0}")
+    assert result.response is not None
+    return message_response(task, "AggregationJobResp", result.response, 200,
+                            f"{request.path}?step={result.step}")
+
+
+async def delete_aggregation_job(request: web.Request) -> web.StreamResponse:
+    st = state(request)
+    task = st.task(task_id_param(request), Role.HELPER)
+    authenticate(request, task, collector=False)
+    job_id = _job_id(request)
+    with st.datastore.transaction() as tx:
+        core.delete_aggregation_job(tx, task, job_id)
+    return web.Response(status=200)
+
+
+async def post_aggregate_shares(request: web.Request) -> web.StreamResponse:
+    """POST {helper}/tasks/{task-id}/aggregate_shares (Section 4.6.4)."""
+    st = state(request)
+    task = st.task(task_id_param(request), Role.HELPER)
+    authenticate(request, task, collector=False)
+    body = await read_body(request, task, "AggregateShareReq")
+    # With a DP policy the noise is drawn by the background worker, off the request path.
+    asynchronous = st.config.async_aggregate_shares or task.dp_policy is not None
+    with st.datastore.transaction() as tx:
+        result = core.create_aggregate_share(tx, task, body, asynchronous)
+    location = f"{request.path}/{b64url(result.share_id)}"
+    if result.response is None:
+        request.app[WAKE_KEY].set()
+        return not_ready_response(st.config, location, status=201)
+    return message_response(task, "AggregateShare", result.response, 201, location)
+
+
+async def get_aggregate_share(request: web.Request) -> web.StreamResponse:
+    st = state(request)
+    task = st.task(task_id_param(request), Role.HELPER)
+    authenticate(request, task, collector=False)
+    share_id = id_param(request, "share_id", 16, "unrecognizedAggregateShare")
+    try:
+        with st.datastore.transaction() as tx:
+            result = core.get_aggregate_share(tx, task, share_id)
+    except NotReady:
+        return not_ready_response(st.config)
+    assert result.response is not None
+    return message_response(task, "AggregateShare", result.response)
+
+
+async def delete_aggregate_share(request: web.Request) -> web.StreamResponse:
+    st = state(request)
+    task = st.task(task_id_param(request), Role.HELPER)
+    authenticate(request, task, collector=False)
+    share_id = id_param(request, "share_id", 16, "unrecognizedAggregateShare")
+    with st.datastore.transaction() as tx:
+        core.delete_aggregate_share(tx, task, share_id)
+    return web.Response(status=200)
+
+
+def add_routes(app: web.Application) -> None:
+    app.router.add_post("/tasks/{task_id}/aggregation_jobs", post_aggregation_jobs)
+    app.router.add_post("/tasks/{task_id}/aggregation_jobs/{job_id}", post_aggregation_job)
+    app.router.add_get("/tasks/{task_id}/aggregation_jobs/{job_id}", get_aggregation_job)
+    app.router.add_delete("/tasks/{task_id}/aggregation_jobs/{job_id}", delete_aggregation_job)
+    app.router.add_post("/tasks/{task_id}/aggregate_shares", post_aggregate_shares)
+    app.router.add_get("/tasks/{task_id}/aggregate_shares/{share_id}", get_aggregate_share)
+    app.router.add_delete("/tasks/{task_id}/aggregate_shares/{share_id}",
+                          delete_aggregate_share)
+
+
+async def worker(app: web.Application, st: AppState) -> None:
+    """Process asynchronous aggregation jobs and aggregate shares; resumes whatever a
+    previous process left unfinished (everything pending is in the datastore)."""
+    wake = app[WAKE_KEY]
+    while True:
+        try:
+            busy = run_pending(st)
+        except Exception:  # noqa: BLE001 - keep the worker alive, log, retry later
+            log.exception("helper worker step failed")
+            busy = False
+        if not busy:
+            try:
+                await asyncio.wait_for(wake.wait(), st.config.worker_interval * 4)
+            except TimeoutError:
+                pass
+            wake.clear()
+        else:
+            await asyncio.sleep(0)
+
+
+def run_pending(st: AppState) -> bool:
+    """One pass over pending Helper work. Returns whether anything was done."""
+    keyring = st.keyring()
+    now = st.clock()
+    done = False
+    with st.datastore.transaction() as tx:
+        jobs = [j for j in tx.acquire_aggregation_jobs("helper", now, 30.0, 8)
+                if j.response is None]
+        shares = tx.list_aggregate_share_jobs(("start",))
+    for job in jobs:
+        task = st.task(job.task_id, Role.HELPER)
+        with st.datastore.transaction() as tx:
+            fresh = tx.get_aggregation_job(job.task_id, job.job_id)
+            if fresh is not None and fresh.response is None and fresh.state == "active":
+                core.process_aggregation_job(tx, task, fresh, keyring, now,
+                                             st.config.clock_skew)
+                fresh.lease_expiry = 0.0
+                tx.update_aggregation_job(fresh)
+        done = True
+    for share in shares:
+        task = st.task(share.task_id, Role.HELPER)
+        with st.datastore.transaction() as tx:
+            fresh_share = tx.get_aggregate_share_job(share.task_id, share.share_id)
+            if fresh_share is not None and fresh_share.state == "start":
+                core.finish_aggregate_share(tx, task, fresh_share)
+        done = True
+    return done

@@ -1,0 +1,369 @@
+"""The Leader's HTTP resources (DAP-18 Appendix A: reports, collection jobs) and its
+background work, all resumable from the datastore after a restart:
+
+* turning uploaded reports into aggregation jobs;
+* stepping aggregation jobs with the Helper (retries with exponential backoff; polling
+  with the Helper's Retry-After when it answers asynchronously);
+* driving collection jobs: waiting for the batch, obtaining the Helper's aggregate share,
+  assembling the CollectionJobResp.
+
+Every request to the Helper is stored before it is sent, so a retried or resumed request
+is byte-identical and the Helper answers it from its existing resource.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+from urllib.parse import urljoin
+
+import aiohttp
+from aiohttp import web
+
+from dap.core import leader as core
+from dap.core.errors import NotReady
+from dap.messages import Role
+from dap.problems import ProblemDocument, ProblemDocumentError
+from dap.server.common import (
+    AppState,
+    authenticate,
+    b64url,
+    id_param,
+    message_response,
+    not_ready_response,
+    read_body,
+    state,
+    task_id_param,
+)
+from dap.storage import AggregationJobRecord, CollectionJobRecord
+
+log = logging.getLogger("ppm.leader")
+WAKE_KEY: web.AppKey[asyncio.Event] = web.AppKey("leader_wake", asyncio.Event)
+
+
+async def post_reports(request: web.Request) -> web.StreamResponse:
+    """POST {leader}/tasks/{task-id}/reports (Section 4.4.2.2)."""
+    st = state(request)
+    task = st.task(task_id_param(request), Role.LEADER)
+    body = await read_body(request, task, "UploadRequest")
+    keyring = st.keyring()
+    with st.datastore.transaction() as tx:
+        errors = core.upload(tx, task, keyring, body, st.clock(), st.config.clock_skew)
+    request.app[WAKE_KEY].set()
+    if errors is None:
+        return web.Response(status=200)
+    return message_response(task, "UploadErrors", errors.encode())
+
+
+async def post_collection_jobs(request: web.Request) -> web.StreamResponse:
+    """POST {leader}/tasks/{task-id}/collection_jobs (Section 4.6.1)."""
+    st = state(request)
+    task = st.task(task_id_param(request), Role.LEADER)
+    authenticate(request, task, collector=True)
+    body = await read_body(request, task, "CollectionJobReq")
+    with st.datastore.transaction() as tx:
+        job_id = core.create_collection_job(tx, task, body, st.clock())
+    request.app[WAKE_KEY].set()
+    return not_ready_response(st.config, f"{request.path}/{b64url(job_id)}", status=201)
+
+
+async def get_collection_job(request: web.Request) -> web.StreamResponse:
+    st = state(request)
+    task = st.task(task_id_param(request), Role.LEADER)
+    authenticate(request, task, collector=True)
+    job_id = id_param(request, "job_id", 16, "unrecognizedCollectionJob")
+    try:
+        with st.datastore.transaction() as tx:
+            body = core.get_collection_job(tx, task, job_id)
+    except NotReady:
+        return not_ready_response(st.config)
+    return message_response(task, "CollectionJobResp", body)
+
+
+async def delete_collection_job(request: web.Request) -> web.StreamResponse:
+    st = state(request)
+    task = st.task(task_id_param(request), Role.LEADER)
+    authenticate(request, task, collector=True)
+    job_id = id_param(request, "job_id", 16, "unrecognizedCollectionJob")
+    with st.datastore.transaction() as tx:
+        core.delete_collection_job(tx, task, job_id)
+    return web.Response(status=200)
+
+
+def add_routes(app: web.Application) -> None:
+    app.router.add_post("/tasks/{task_id}/reports", post_reports)
+    app.router.add_post("/tasks/{task_id}/collection_jobs", post_collection_jobs)
+    app.router.add_get("/tasks/{task_id}/collection_jobs/{job_id}", get_collection_job)
+    app.router.add_delete("/tasks/{task_id}/collection_jobs/{job_id}", delete_collection_job)
+
+
+# -- background work -----------------------------------------------------------------------
+
+
+def backoff(attempts: int) -> float:
+    return float(min(30.0, 0.1 * 2 ** min(attempts, 10)))
+
+
+class LeaderWorker:
+    def __init__(self, app: web.Application, st: AppState) -> None:
+        self.app = app
+        self.st = st
+        self.session: aiohttp.ClientSession | None = None
+        # Where the Helper said a deferred resource is (job id -> URL). Lost on restart,
+        # which only means re-sending the stored, byte-identical request.
+        self.share_locations: dict[bytes, str] = {}
+        self.sem = asyncio.Semaphore(max(1, st.config.job_concurrency))
+
+    async def run(self) -> None:
+        timeout = aiohttp.ClientTimeout(total=self.st.config.http_timeout)
+        async with aiohttp.ClientSession(timeout=timeout) as session:
+            self.session = session
+            wake = self.app[WAKE_KEY]
+            while True:
+                busy = False
+                for step in (self.create_jobs, self.step_jobs, self.drive_collections):
+                    try:
+                        busy = await step() or busy
+                    except Exception:  # noqa: BLE001 - keep working; log and retry
+                        log.exception("leader background step %s failed", step.__name__)
+                if not busy:
+                    try:
+                        await asyncio.wait_for(wake.wait(), self.st.config.worker_interval)
+                    except TimeoutError:
+                        pass
+                    wake.clear()
+                else:
+                    await asyncio.sleep(0)
+
+    # aggregation job creation
+    async def create_jobs(self) -> bool:
+        st = self.st
+        cfg = st.config
+        sizes = core.JobSizes(cfg.min_job_size, cfg.max_job_size, cfg.straggler_age)
+        keyring = st.keyring()
+        with st.datastore.transaction() as tx:
+            task_ids = [t.task_id for t in tx.list_tasks() if t.role == "leader"]
+        created = 0
+        for tid in task_ids:
+            task = st.task(tid, Role.LEADER)
+            with st.datastore.transaction() as tx:
+                created += len(core.create_aggregation_jobs(tx, task, keyring, st.clock(), sizes,
+                                                            cfg.clock_skew))
+        return created > 0
+
+    # stepping aggregation jobs
+    async def step_jobs(self) -> bool:
+        st = self.st
+        with st.datastore.transaction() as tx:
+            jobs = tx.acquire_aggregation_jobs("leader", st.clock(), 60.0,
+                                               st.config.job_concurrency * 4)
+        if not jobs:
+            return False
+        await asyncio.gather(*(self._step_job(job) for job in jobs))
+        return True
+
+    async def _step_job(self, job: AggregationJobRecord) -> None:
+        async with self.sem:
+            try:
+                await self._step_job_inner(job)
+            except Exception:  # noqa: BLE001
+                log.exception("stepping aggregation job %s failed", job.job_id.hex())
+                self._retry_job(job, "internal error")
+
+    async def _step_job_inner(self, job: AggregationJobRecord) -> None:
+        st = self.st
+        task = st.task(job.task_id, Role.LEADER)
+        assert self.session is not None
+        headers = {"Authorization": f"Bearer {task.record.aggregator_auth_token}"}
+        polling = job.response == b"poll" and job.helper_url
+        if polling:
+            url = f"{job.helper_url}"
+            method, body = "GET", None
+        elif job.step == 0:
+            url = task.profile.resource_url("aggregation_jobs",
+                                            task.task.helper_aggregator_endpoint,
+                                            task_id=task.task_id)
+            method, body = "POST", job.request
+            headers["Content-Type"] = task.profile.media_type_for("AggregationJobInitReq")
+        else:
+            url = (job.helper_url or "").split("?")[0]
+            method, body = "POST", job.request
+            headers["Content-Type"] = task.profile.media_type_for("AggregationJobContinueReq")
+        try:
+            async with self.session.request(method, url, data=body, headers=headers) as resp:
+                content = await resp.read()
+                status = resp.status
+                location = resp.headers.get("Location")
+                retry_after = resp.headers.get("Retry-After")
+        except (aiohttp.ClientError, TimeoutError) as exc:
+            self._retry_job(job, f"{type(exc).__name__}: {exc}")
+            return
+        if location:
+            job.helper_url = urljoin(url, location)
+        if 200 <= status < 300 and content:
+            with st.datastore.transaction() as tx:
+                fresh = tx.get_aggregation_job(job.task_id, job.job_id)
+                if fresh is None or fresh.state != "active":
+                    return
+                fresh.helper_url = job.helper_url
+                fresh.response = None
+                fresh.lease_expiry = 0.0
+                core.process_aggregation_job_response(tx, task, fresh, content)
+                abandoned = fresh.state == "abandoned"
+            if abandoned:
+                await self._delete_helper_job(task, job)
+            self.app[WAKE_KEY].set()
+        elif 200 <= status < 300:
+            # Deferred by the Helper: poll the resource after Retry-After.
+            delay = _retry_after(retry_after, st.config.retry_after)
+            with st.datastore.transaction() as tx:
+                fresh = tx.get_aggregation_job(job.task_id, job.job_id)
+                if fresh is None or fresh.state != "active":
+                    return
+                fresh.helper_url = job.helper_url
+                fresh.response = b"poll" if job.helper_url else None
+                fresh.next_attempt_at = st.clock() + delay
+                fresh.lease_expiry = 0.0
+                tx.update_aggregation_job(fresh)
+        elif status in (401, 403, 404, 408, 429) or status >= 500:
+            # Transient, or a Helper not (yet) provisioned for the task: retry later.
+            self._retry_job(job, f"HTTP {status}: {_problem_text(content)}")
+        else:
+            with st.datastore.transaction() as tx:
+                fresh = tx.get_aggregation_job(job.task_id, job.job_id)
+                if fresh is not None and fresh.state == "active":
+                    core.abandon_aggregation_job(tx, task, fresh,
+                                                 f"Helper answered {status}: "
+                                                 f"{_problem_text(content)}")
+            await self._delete_helper_job(task, job)
+
+    def _retry_job(self, job: AggregationJobRecord, reason: str) -> None:
+        st = self.st
+        log.info("aggregation job %s: will retry (%s)", job.job_id.hex(), reason)
+        with st.datastore.transaction() as tx:
+            fresh = tx.get_aggregation_job(job.task_id, job.job_id)
+            if fresh is None or fresh.state != "active":
+                return
+            fresh.attempts += 1
+            fresh.error = reason
+            fresh.next_attempt_at = st.clock() + backoff(fresh.attempts)
+            fresh.lease_expiry = 0.0
+            tx.update_aggregation_job(fresh)
+
+    async def _delete_helper_job(self, task: Any, job: AggregationJobRecord) -> None:
+        """Tell the Helper it may clean up an abandoned job (best effort)."""
+        if not job.helper_url or self.session is None:
+            return
+        try:
+            headers = {"Authorization": f"Bearer {task.record.aggregator_auth_token}"}
+            async with self.session.delete(job.helper_url.split("?")[0], headers=headers):
+                pass
+        except (aiohttp.ClientError, TimeoutError):
+            pass
+
+    # collection jobs
+    async def drive_collections(self) -> bool:
+        st = self.st
+        with st.datastore.transaction() as tx:
+            jobs = tx.list_collection_jobs(("start", "collecting"), st.clock())
+        progressed = False
+        for job in jobs:
+            progressed = await self._drive_collection(job) or progressed
+        return progressed
+
+    async def _drive_collection(self, job: CollectionJobRecord) -> bool:
+        st = self.st
+        task = st.task(job.task_id, Role.LEADER)
+        with st.datastore.transaction() as tx:
+            fresh = tx.get_collection_job(job.task_id, job.job_id)
+            if fresh is None or fresh.state not in ("start", "collecting"):
+                return False
+            share_request = core.prepare_collection(tx, task, fresh, st.clock(),
+                                                    st.config.collection_give_up_after)
+            if share_request is None:
+                if fresh.state in ("start", "collecting"):
+                    fresh.next_attempt_at = st.clock() + st.config.worker_interval * 4
+                    tx.update_collection_job(fresh)
+                return False
+        assert self.session is not None
+        headers = {"Authorization": f"Bearer {task.record.aggregator_auth_token}"}
+        location = self.share_locations.get(job.job_id)
+        if location:
+            method, url, body = "GET", location, None
+        else:
+            method, body = "POST", share_request.body
+            url = task.profile.resource_url("aggregate_shares",
+                                            task.task.helper_aggregator_endpoint,
+                                            task_id=task.task_id)
+            headers["Content-Type"] = task.profile.media_type_for("AggregateShareReq")
+        try:
+            async with self.session.request(method, url, data=body, headers=headers) as resp:
+                content = await resp.read()
+                status = resp.status
+                loc = resp.headers.get("Location")
+                retry_after = resp.headers.get("Retry-After")
+        except (aiohttp.ClientError, TimeoutError) as exc:
+            self._retry_collection(job, f"{type(exc).__name__}: {exc}")
+            return False
+        if loc:
+            self.share_locations[job.job_id] = urljoin(url, loc)
+        if 200 <= status < 300 and content:
+            with st.datastore.transaction() as tx:
+                fresh = tx.get_collection_job(job.task_id, job.job_id)
+                if fresh is not None and fresh.state == "collecting":
+                    core.finish_collection(tx, task, fresh, share_request, content)
+            self.share_locations.pop(job.job_id, None)
+            return True
+        if 200 <= status < 300:
+            delay = _retry_after(retry_after, st.config.retry_after)
+            with st.datastore.transaction() as tx:
+                fresh = tx.get_collection_job(job.task_id, job.job_id)
+                if fresh is not None:
+                    fresh.next_attempt_at = st.clock() + delay
+                    tx.update_collection_job(fresh)
+            return False
+        if status in (401, 403, 408, 429) or status >= 500:
+            self._retry_collection(job, f"HTTP {status}: {_problem_text(content)}")
+            return False
+        token, detail = _problem_token(content, status)
+        with st.datastore.transaction() as tx:
+            fresh = tx.get_collection_job(job.task_id, job.job_id)
+            if fresh is not None and fresh.state in ("start", "collecting"):
+                core.fail_collection(tx, fresh, token, f"Helper: {detail}")
+        return True
+
+    def _retry_collection(self, job: CollectionJobRecord, reason: str) -> None:
+        st = self.st
+        log.info("collection job %s: will retry (%s)", job.job_id.hex(), reason)
+        with st.datastore.transaction() as tx:
+            fresh = tx.get_collection_job(job.task_id, job.job_id)
+            if fresh is None:
+                return
+            fresh.attempts += 1
+            fresh.next_attempt_at = st.clock() + backoff(fresh.attempts)
+            tx.update_collection_job(fresh)
+
+
+def _retry_after(value: str | None, default: int) -> float:
+    try:
+        return max(0.0, float(value)) if value is not None else float(default)
+    except ValueError:
+        return float(default)
+
+
+def _problem_token(content: bytes, status: int) -> tuple[str, str]:
+    try:
+        doc = ProblemDocument.from_json(content)
+    except ProblemDocumentError:
+        return "invalidMessage", f"HTTP {status}"
+    token = doc.dap_problem()
+    return (str(token) if token else "invalidMessage"), (doc.detail or doc.title or doc.type)
+
+
+def _problem_text(content: bytes) -> str:
+    try:
+        doc = ProblemDocument.from_json(content)
+        return f"{doc.type} {doc.detail or ''}".strip()
+    except ProblemDocumentError:
+        return content[:200].decode(errors="replace")

@@ -1,0 +1,495 @@
+"""SQLite backend of the datastore: WAL mode, one `BEGIN IMMEDIATE` transaction per
+state change, versioned schema.
+
+`synchronous=FULL` by default: a transaction that returned is on disk, so a report
+acknowledged to a client survives a process crash and a power loss. `NORMAL` (still
+crash-safe for the process, not for power loss) may be chosen for speed.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import astuple, fields
+from pathlib import Path
+from typing import Any, TypeVar
+
+from dap.storage import (
+    AggregateShareJobRecord,
+    AggregationJobRecord,
+    BatchBucketRecord,
+    ClientReportRecord,
+    CollectionJobRecord,
+    HpkeKeyRecord,
+    LeaderBatchRecord,
+    ReportAggregationRecord,
+    StorageError,
+    TaskRecord,
+    iter_chunks,
+)
+
+SCHEMA_VERSION = 1
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS tasks (
+    task_id BLOB PRIMARY KEY, role TEXT NOT NULL, profile TEXT NOT NULL, config BLOB NOT NULL,
+    vdaf_verify_key BLOB NOT NULL, collector_hpke_config BLOB NOT NULL,
+    aggregator_auth_token TEXT NOT NULL, collector_auth_token TEXT, options TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS hpke_keys (
+    config_id INTEGER PRIMARY KEY, config BLOB NOT NULL, private_key BLOB NOT NULL,
+    state TEXT NOT NULL, created_at REAL NOT NULL);
+CREATE TABLE IF NOT EXISTS client_reports (
+    task_id BLOB NOT NULL, report_id BLOB NOT NULL, time INTEGER NOT NULL, report BLOB NOT NULL,
+    state TEXT NOT NULL, aggregation_job_id BLOB, error INTEGER, created_at REAL NOT NULL,
+    PRIMARY KEY (task_id, report_id));
+CREATE INDEX IF NOT EXISTS client_reports_state ON client_reports (task_id, state, time);
+CREATE TABLE IF NOT EXISTS aggregation_jobs (
+    task_id BLOB NOT NULL, job_id BLOB NOT NULL, role TEXT NOT NULL, state TEXT NOT NULL,
+    step INTEGER NOT NULL, agg_param BLOB NOT NULL, batch_id BLOB, request BLOB NOT NULL,
+    request_hash BLOB NOT NULL, last_continue_hash BLOB NOT NULL, response BLOB,
+    helper_url TEXT, attempts INTEGER NOT NULL, next_attempt_at REAL NOT NULL,
+    lease_expiry REAL NOT NULL, error TEXT, created_at REAL NOT NULL,
+    PRIMARY KEY (task_id, job_id));
+CREATE INDEX IF NOT EXISTS aggregation_jobs_hash ON aggregation_jobs (task_id, request_hash);
+CREATE INDEX IF NOT EXISTS aggregation_jobs_state ON aggregation_jobs (role, state);
+CREATE TABLE IF NOT EXISTS report_aggregations (
+    task_id BLOB NOT NULL, job_id BLOB NOT NULL, ord INTEGER NOT NULL, report_id BLOB NOT NULL,
+    time INTEGER NOT NULL, state TEXT NOT NULL, verify_state BLOB, error INTEGER,
+    PRIMARY KEY (task_id, job_id, ord));
+CREATE TABLE IF NOT EXISTS aggregated_reports (
+    task_id BLOB NOT NULL, report_id BLOB NOT NULL, PRIMARY KEY (task_id, report_id));
+CREATE TABLE IF NOT EXISTS batch_buckets (
+    task_id BLOB NOT NULL, bucket BLOB NOT NULL, agg_param BLOB NOT NULL, agg_share BLOB,
+    report_count INTEGER NOT NULL, checksum BLOB NOT NULL, min_time INTEGER, max_time INTEGER,
+    PRIMARY KEY (task_id, bucket, agg_param));
+CREATE TABLE IF NOT EXISTS collected_intervals (
+    task_id BLOB NOT NULL, start INTEGER NOT NULL, end_ INTEGER NOT NULL);
+CREATE INDEX IF NOT EXISTS collected_intervals_task ON collected_intervals (task_id, start);
+CREATE TABLE IF NOT EXISTS collected_buckets (
+    task_id BLOB NOT NULL, bucket BLOB NOT NULL, PRIMARY KEY (task_id, bucket));
+CREATE TABLE IF NOT EXISTS collection_jobs (
+    task_id BLOB NOT NULL, job_id BLOB NOT NULL, request BLOB NOT NULL,
+    request_hash BLOB NOT NULL, state TEXT NOT NULL, batch_id BLOB, response BLOB, error TEXT,
+    error_detail TEXT, attempts INTEGER NOT NULL, next_attempt_at REAL NOT NULL,
+    created_at REAL NOT NULL, PRIMARY KEY (task_id, job_id));
+CREATE INDEX IF NOT EXISTS collection_jobs_hash ON collection_jobs (task_id, request_hash);
+CREATE TABLE IF NOT EXISTS aggregate_share_jobs (
+    task_id BLOB NOT NULL, share_id BLOB NOT NULL, request BLOB NOT NULL,
+    request_hash BLOB NOT NULL, state TEXT NOT NULL, response BLOB, error TEXT,
+    error_detail TEXT, created_at REAL NOT NULL, PRIMARY KEY (task_id, share_id));
+CREATE INDEX IF NOT EXISTS aggregate_share_jobs_hash
+    ON aggregate_share_jobs (task_id, request_hash);
+CREATE TABLE IF NOT EXISTS leader_batches (
+    task_id BLOB NOT NULL, batch_id BLOB NOT NULL, assigned INTEGER NOT NULL, state TEXT NOT NULL,
+    created_at REAL NOT NULL, PRIMARY KEY (task_id, batch_id));
+"""
+
+R = TypeVar("R")
+
+
+def _row(cls: type[R], row: sqlite3.Row | tuple[Any, ...] | None) -> R | None:
+    if row is None:
+        return None
+    values = [bytes(v) if isinstance(v, memoryview) else v for v in tuple(row)]
+    return cls(*values)
+
+
+class SqliteTransaction:
+    """One transaction on a SQLite connection (see `dap.storage.Transaction`)."""
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self.c = conn
+
+    def _one(self, cls: type[R], sql: str, args: tuple[Any, ...]) -> R | None:
+        return _row(cls, self.c.execute(sql, args).fetchone())
+
+    def _all(self, cls: type[R], sql: str, args: tuple[Any, ...]) -> list[R]:
+        return [r for r in (_row(cls, row) for row in self.c.execute(sql, args)) if r is not None]
+
+    # -- tasks and keys ------------------------------------------------------------------
+
+    def put_task(self, task: TaskRecord) -> None:
+        self.c.execute("INSERT OR REPLACE INTO tasks VALUES (?,?,?,?,?,?,?,?,?)", astuple(task))
+
+    def get_task(self, task_id: bytes) -> TaskRecord | None:
+        return self._one(TaskRecord, "SELECT * FROM tasks WHERE task_id=?", (bytes(task_id),))
+
+    def list_tasks(self) -> list[TaskRecord]:
+        return self._all(TaskRecord, "SELECT * FROM tasks ORDER BY task_id", ())
+
+    def delete_task(self, task_id: bytes) -> None:
+        self.c.execute("DELETE FROM tasks WHERE task_id=?", (bytes(task_id),))
+
+    def put_hpke_key(self, key: HpkeKeyRecord) -> None:
+        if not key.created_at:
+            key.created_at = time.time()
+        try:
+            self.c.execute("INSERT INTO hpke_keys VALUES (?,?,?,?,?)", astuple(key))
+        except sqlite3.IntegrityError:
+            raise StorageError(f"HPKE config id {key.config_id} is already in use") from None
+
+    def list_hpke_keys(self) -> list[HpkeKeyRecord]:
+        return self._all(HpkeKeyRecord, "SELECT * FROM hpke_keys ORDER BY created_at DESC", ())
+
+    def set_hpke_key_state(self, config_id: int, state: str) -> None:
+        cur = self.c.execute("UPDATE hpke_keys SET state=? WHERE config_id=?", (state, config_id))
+        if cur.rowcount != 1:
+            raise StorageError(f"no HPKE key with config id {config_id}")
+
+    def delete_hpke_key(self, config_id: int) -> None:
+        self.c.execute("DELETE FROM hpke_keys WHERE config_id=?", (config_id,))
+
+    # -- Leader: uploaded reports ---------------------------------------------------------
+
+    def put_client_report(self, report: ClientReportRecord) -> bool:
+        if not report.created_at:
+            report.created_at = time.time()
+        cur = self.c.execute(
+            "INSERT OR IGNORE INTO client_reports VALUES (?,?,?,?,?,?,?,?)",
+            (bytes(report.task_id), bytes(report.report_id), report.time, report.report,
+             report.state, report.aggregation_job_id, report.error, report.created_at))
+        return cur.rowcount == 1
+
+    def get_client_reports(self, task_id: bytes, report_ids: list[bytes]
+                           ) -> list[ClientReportRecord]:
+        out: list[ClientReportRecord] = []
+        for chunk in iter_chunks([bytes(r) for r in report_ids]):
+            marks = ",".join("?" * len(chunk))
+            out += self._all(ClientReportRecord,
+                             f"SELECT * FROM client_reports WHERE task_id=? AND report_id IN "
+                             f"({marks})", (bytes(task_id), *chunk))
+        return out
+
+    def list_new_reports(self, task_id: bytes, limit: int) -> list[ClientReportRecord]:
+        return self._all(ClientReportRecord,
+                         "SELECT * FROM client_reports WHERE task_id=? AND state='new' "
+                         "ORDER BY created_at, report_id LIMIT ?", (bytes(task_id), limit))
+
+    def count_reports(self, task_id: bytes, states: tuple[str, ...],
+                      time_from: int | None = None, time_to: int | None = None,
+                      created_before: float | None = None) -> int:
+        sql = (f"SELECT COUNT(*) FROM client_reports WHERE task_id=? AND state IN "
+               f"({','.join('?' * len(states))})")
+        args: list[Any] = [bytes(task_id), *states]
+        if created_before is not None:
+            sql += " AND created_at < ?"
+            args.append(created_before)
+        if time_from is not None:
+            sql += " AND time >= ?"
+            args.append(time_from)
+        if time_to is not None:
+            sql += " AND time < ?"
+            args.append(time_to)
+        return int(self.c.execute(sql, args).fetchone()[0])
+
+    def oldest_new_report_age(self, task_id: bytes, now: float) -> float | None:
+        row = self.c.execute("SELECT MIN(created_at) FROM client_reports WHERE task_id=? AND "
+                             "state='new'", (bytes(task_id),)).fetchone()
+        return None if row[0] is None else now - float(row[0])
+
+    def set_report_states(self, task_id: bytes, report_ids: list[bytes], state: str,
+                          job_id: bytes | None = None, error: int | None = None) -> None:
+        self.c.executemany(
+            "UPDATE client_reports SET state=?, aggregation_job_id=?, error=? "
+            "WHERE task_id=? AND report_id=?",
+            [(state, job_id, error, bytes(task_id), bytes(r)) for r in report_ids])
+
+    # -- aggregation jobs -----------------------------------------------------------------
+
+    _AGG_COLS = ("task_id, job_id, role, state, step, agg_param, batch_id, request, request_hash,"
+                 " last_continue_hash, response, helper_url, attempts, next_attempt_at,"
+                 " lease_expiry, error, created_at")
+
+    def put_aggregation_job(self, job: AggregationJobRecord) -> None:
+        if not job.created_at:
+            job.created_at = time.time()
+        try:
+            self.c.execute(f"INSERT INTO aggregation_jobs ({self._AGG_COLS}) VALUES "
+                           f"({','.join('?' * 17)})", _bytes_tuple(job))
+        except sqlite3.IntegrityError:
+            raise StorageError("aggregation job exists") from None
+
+    def update_aggregation_job(self, job: AggregationJobRecord) -> None:
+        cols = [f.name for f in fields(job)][2:]
+        values = _bytes_tuple(job)
+        self.c.execute(
+            f"UPDATE aggregation_jobs SET {', '.join(c + '=?' for c in cols)} "
+            "WHERE task_id=? AND job_id=?", (*values[2:], values[0], values[1]))
+
+    def get_aggregation_job(self, task_id: bytes, job_id: bytes) -> AggregationJobRecord | None:
+        return self._one(AggregationJobRecord,
+                         f"SELECT {self._AGG_COLS} FROM aggregation_jobs WHERE task_id=? AND "
+                         "job_id=?", (bytes(task_id), bytes(job_id)))
+
+    def find_aggregation_job_by_hash(self, task_id: bytes, request_hash: bytes
+                                     ) -> AggregationJobRecord | None:
+        return self._one(AggregationJobRecord,
+                         f"SELECT {self._AGG_COLS} FROM aggregation_jobs WHERE task_id=? AND "
+                         "request_hash=?", (bytes(task_id), request_hash))
+
+    def acquire_aggregation_jobs(self, role: str, now: float, lease: float, limit: int
+                                 ) -> list[AggregationJobRecord]:
+        jobs = self._all(AggregationJobRecord,
+                         f"SELECT {self._AGG_COLS} FROM aggregation_jobs WHERE role=? AND "
+                         "state='active' AND lease_expiry<=? AND next_attempt_at<=? "
+                         "ORDER BY next_attempt_at, created_at LIMIT ?",
+                         (role, now, now, limit))
+        for job in jobs:
+            job.lease_expiry = now + lease
+            self.c.execute("UPDATE aggregation_jobs SET lease_expiry=? WHERE task_id=? AND "
+                           "job_id=?", (job.lease_expiry, job.task_id, job.job_id))
+        return jobs
+
+    def count_active_aggregation_jobs(self, task_id: bytes, batch_id: bytes | None = None,
+                                      time_from: int | None = None,
+                                      time_to: int | None = None) -> int:
+        sql = "SELECT COUNT(*) FROM aggregation_jobs j WHERE j.task_id=? AND j.state='active'"
+        args: list[Any] = [bytes(task_id)]
+        if batch_id is not None:
+            sql += " AND j.batch_id=?"
+            args.append(bytes(batch_id))
+        if time_from is not None and time_to is not None:
+            sql += (" AND EXISTS (SELECT 1 FROM report_aggregations r WHERE r.task_id=j.task_id"
+                    " AND r.job_id=j.job_id AND r.time>=? AND r.time<?)")
+            args += [time_from, time_to]
+        return int(self.c.execute(sql, args).fetchone()[0])
+
+    def put_report_aggregations(self, records: list[ReportAggregationRecord]) -> None:
+        self.c.executemany("INSERT INTO report_aggregations VALUES (?,?,?,?,?,?,?,?)",
+                           [_bytes_tuple(r) for r in records])
+
+    def get_report_aggregations(self, task_id: bytes, job_id: bytes
+                                ) -> list[ReportAggregationRecord]:
+        return self._all(ReportAggregationRecord,
+                         "SELECT * FROM report_aggregations WHERE task_id=? AND job_id=? "
+                         "ORDER BY ord", (bytes(task_id), bytes(job_id)))
+
+    def update_report_aggregation(self, record: ReportAggregationRecord) -> None:
+        self.c.execute("UPDATE report_aggregations SET state=?, verify_state=?, error=? "
+                       "WHERE task_id=? AND job_id=? AND ord=?",
+                       (record.state, record.verify_state, record.error, bytes(record.task_id),
+                        bytes(record.job_id), record.ord))
+
+    # -- replay protection and batch buckets ----------------------------------------------
+
+    def is_report_aggregated(self, task_id: bytes, report_id: bytes) -> bool:
+        return self.c.execute("SELECT 1 FROM aggregated_reports WHERE task_id=? AND report_id=?",
+                              (bytes(task_id), bytes(report_id))).fetchone() is not None
+
+    def mark_report_aggregated(self, task_id: bytes, report_id: bytes) -> bool:
+        cur = self.c.execute("INSERT OR IGNORE INTO aggregated_reports VALUES (?,?)",
+                             (bytes(task_id), bytes(report_id)))
+        return cur.rowcount == 1
+
+    def get_bucket(self, task_id: bytes, bucket: bytes, agg_param: bytes
+                   ) -> BatchBucketRecord | None:
+        row = self.c.execute("SELECT * FROM batch_buckets WHERE task_id=? AND bucket=? AND "
+                             "agg_param=?", (bytes(task_id), bytes(bucket), agg_param)).fetchone()
+        if row is None:
+            return None
+        rec = _row(BatchBucketRecord, (*row, False))
+        assert rec is not None
+        rec.collected = self.is_bucket_collected(task_id, bucket)
+        return rec
+
+    def put_bucket(self, record: BatchBucketRecord) -> None:
+        self.c.execute("INSERT OR REPLACE INTO batch_buckets VALUES (?,?,?,?,?,?,?,?)",
+                       _bytes_tuple(record)[:8])
+
+    def list_buckets(self, task_id: bytes, buckets: list[bytes] | None = None
+                     ) -> list[BatchBucketRecord]:
+        rows: list[Any] = []
+        if buckets is None:
+            rows = list(self.c.execute("SELECT * FROM batch_buckets WHERE task_id=?",
+                                       (bytes(task_id),)))
+        else:
+            for chunk in iter_chunks([bytes(b) for b in buckets]):
+                rows += list(self.c.execute(
+                    f"SELECT * FROM batch_buckets WHERE task_id=? AND bucket IN "
+                    f"({','.join('?' * len(chunk))})", (bytes(task_id), *chunk)))
+        collected = {bytes(r[0]) for r in self.c.execute(
+            "SELECT bucket FROM collected_buckets WHERE task_id=?", (bytes(task_id),))}
+        out = []
+        for row in rows:
+            rec = _row(BatchBucketRecord, (*row, False))
+            assert rec is not None
+            rec.collected = rec.bucket in collected
+            out.append(rec)
+        return out
+
+    def is_bucket_collected(self, task_id: bytes, bucket: bytes) -> bool:
+        return self.c.execute("SELECT 1 FROM collected_buckets WHERE task_id=? AND bucket=?",
+                              (bytes(task_id), bytes(bucket))).fetchone() is not None
+
+    def list_buckets_in_range(self, task_id: bytes, low: bytes, high: bytes
+                              ) -> list[BatchBucketRecord]:
+        """Buckets with `low <= bucket < high` (bytewise; encoded Intervals sort by start)."""
+        rows = self.c.execute("SELECT * FROM batch_buckets WHERE task_id=? AND bucket>=? AND "
+                              "bucket<?", (bytes(task_id), low, high))
+        out = []
+        for row in rows:
+            rec = _row(BatchBucketRecord, (*row, False))
+            assert rec is not None
+            out.append(rec)
+        return out
+
+    def mark_interval_collected(self, task_id: bytes, start: int, end: int) -> None:
+        self.c.execute("INSERT INTO collected_intervals VALUES (?,?,?)",
+                       (bytes(task_id), start, end))
+
+    def interval_overlaps_collected(self, task_id: bytes, start: int, end: int) -> bool:
+        return self.c.execute("SELECT 1 FROM collected_intervals WHERE task_id=? AND start<? "
+                              "AND end_>? LIMIT 1", (bytes(task_id), end, start)
+                              ).fetchone() is not None
+
+    def count_reports_in_active_jobs(self, task_id: bytes, batch_id: bytes) -> int:
+        return int(self.c.execute(
+            "SELECT COUNT(*) FROM report_aggregations r JOIN aggregation_jobs j ON "
+            "r.task_id=j.task_id AND r.job_id=j.job_id WHERE j.task_id=? AND j.batch_id=? AND "
+            "j.state='active' AND r.state='active'", (bytes(task_id), bytes(batch_id))
+        ).fetchone()[0])
+
+    def mark_buckets_collected(self, task_id: bytes, buckets: list[bytes]) -> None:
+        self.c.executemany("INSERT OR IGNORE INTO collected_buckets VALUES (?,?)",
+                           [(bytes(task_id), bytes(b)) for b in buckets])
+
+    # -- collection jobs and aggregate share jobs -----------------------------------------
+
+    def put_collection_job(self, job: CollectionJobRecord) -> None:
+        if not job.created_at:
+            job.created_at = time.time()
+        self.c.execute("INSERT INTO collection_jobs VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+                       _bytes_tuple(job))
+
+    def update_collection_job(self, job: CollectionJobRecord) -> None:
+        v = _bytes_tuple(job)
+        self.c.execute("UPDATE collection_jobs SET request=?, request_hash=?, state=?, "
+                       "batch_id=?, response=?, error=?, error_detail=?, attempts=?, "
+                       "next_attempt_at=?, created_at=? WHERE task_id=? AND job_id=?",
+                       (*v[2:], v[0], v[1]))
+
+    def get_collection_job(self, task_id: bytes, job_id: bytes) -> CollectionJobRecord | None:
+        return self._one(CollectionJobRecord, "SELECT * FROM collection_jobs WHERE task_id=? "
+                         "AND job_id=?", (bytes(task_id), bytes(job_id)))
+
+    def find_collection_job_by_hash(self, task_id: bytes, request_hash: bytes
+                                    ) -> CollectionJobRecord | None:
+        return self._one(CollectionJobRecord, "SELECT * FROM collection_jobs WHERE task_id=? "
+                         "AND request_hash=? AND state!='deleted'", (bytes(task_id), request_hash))
+
+    def list_collection_jobs(self, states: tuple[str, ...], now: float
+                             ) -> list[CollectionJobRecord]:
+        return self._all(CollectionJobRecord,
+                         f"SELECT * FROM collection_jobs WHERE state IN "
+                         f"({','.join('?' * len(states))}) AND next_attempt_at<=? "
+                         "ORDER BY created_at", (*states, now))
+
+    def put_aggregate_share_job(self, job: AggregateShareJobRecord) -> None:
+        if not job.created_at:
+            job.created_at = time.time()
+        self.c.execute("INSERT INTO aggregate_share_jobs VALUES (?,?,?,?,?,?,?,?,?)",
+                       _bytes_tuple(job))
+
+    def update_aggregate_share_job(self, job: AggregateShareJobRecord) -> None:
+        v = _bytes_tuple(job)
+        self.c.execute("UPDATE aggregate_share_jobs SET request=?, request_hash=?, state=?, "
+                       "response=?, error=?, error_detail=?, created_at=? "
+                       "WHERE task_id=? AND share_id=?", (*v[2:], v[0], v[1]))
+
+    def get_aggregate_share_job(self, task_id: bytes, share_id: bytes
+                                ) -> AggregateShareJobRecord | None:
+        return self._one(AggregateShareJobRecord, "SELECT * FROM aggregate_share_jobs WHERE "
+                         "task_id=? AND share_id=?", (bytes(task_id), bytes(share_id)))
+
+    def find_aggregate_share_job_by_hash(self, task_id: bytes, request_hash: bytes
+                                         ) -> AggregateShareJobRecord | None:
+        return self._one(AggregateShareJobRecord, "SELECT * FROM aggregate_share_jobs WHERE "
+                         "task_id=? AND request_hash=?", (bytes(task_id), request_hash))
+
+    def list_aggregate_share_jobs(self, states: tuple[str, ...]
+                                  ) -> list[AggregateShareJobRecord]:
+        return self._all(AggregateShareJobRecord,
+                         f"SELECT * FROM aggregate_share_jobs WHERE state IN "
+                         f"({','.join('?' * len(states))}) ORDER BY created_at", states)
+
+    # -- Leader: leader-selected batches --------------------------------------------------
+
+    def put_leader_batch(self, batch: LeaderBatchRecord) -> None:
+        if not batch.created_at:
+            batch.created_at = time.time()
+        self.c.execute("INSERT INTO leader_batches VALUES (?,?,?,?,?)",
+                       (bytes(batch.task_id), bytes(batch.batch_id), batch.assigned, batch.state,
+                        batch.created_at))
+
+    def update_leader_batch(self, batch: LeaderBatchRecord) -> None:
+        self.c.execute("UPDATE leader_batches SET assigned=?, state=? WHERE task_id=? AND "
+                       "batch_id=?", (batch.assigned, batch.state, bytes(batch.task_id),
+                                      bytes(batch.batch_id)))
+
+    def list_leader_batches(self, task_id: bytes, states: tuple[str, ...]
+                            ) -> list[LeaderBatchRecord]:
+        rows = self.c.execute(f"SELECT * FROM leader_batches WHERE task_id=? AND state IN "
+                              f"({','.join('?' * len(states))}) ORDER BY created_at",
+                              (bytes(task_id), *states))
+        return [LeaderBatchRecord(bytes(r[0]), bytes(r[1]), r[2], r[3], r[4]) for r in rows]
+
+
+def _bytes_tuple(record: Any) -> tuple[Any, ...]:
+    """Record fields as SQLite values (bytes subclasses such as TaskID become bytes)."""
+    return tuple(bytes(v) if isinstance(v, bytes) else v for v in astuple(record))
+
+
+class SqliteDatastore:
+    """The embedded datastore. One connection, serialised by a lock; callers on an
+    asyncio loop use it directly (transactions are short)."""
+
+    def __init__(self, path: str | Path, synchronous: str = "FULL") -> None:
+        if synchronous not in ("FULL", "NORMAL", "OFF"):
+            raise ValueError("synchronous must be FULL, NORMAL or OFF")
+        self.path = str(path)
+        self._lock = threading.RLock()
+        self._conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False,
+                                     timeout=30.0)
+        self._conn.execute("PRAGMA journal_mode=WAL")
+        self._conn.execute(f"PRAGMA synchronous={synchronous}")
+        self._conn.execute("PRAGMA foreign_keys=ON")
+        self._migrate()
+
+    def _migrate(self) -> None:
+        with self._lock:
+            self._conn.execute("BEGIN IMMEDIATE")
+            try:
+                for statement in _SCHEMA.split(";"):
+                    if statement.strip():
+                        self._conn.execute(statement)
+                row = self._conn.execute("SELECT version FROM schema_version").fetchone()
+                if row is None:
+                    self._conn.execute("INSERT INTO schema_version VALUES (?)",
+                                       (SCHEMA_VERSION,))
+                elif row[0] != SCHEMA_VERSION:
+                    raise StorageError(f"datastore schema version {row[0]}, this code needs "
+                                       f"{SCHEMA_VERSION}")
+                self._conn.execute("COMMIT")
+            except BaseException:
+                self._conn.execute("ROLLBACK")
+                raise
+
+    @contextmanager
+    def transaction(self) -> Iterator[SqliteTransaction]:
+        """A `BEGIN IMMEDIATE` transaction: committed on success, rolled back on error."""
+        with self._lock:
+            self._conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield SqliteTransaction(self._conn)
+            except BaseException:
+                self._conn.execute("ROLLBACK")
+                raise
+            self._conn.execute("COMMIT")
+
+    def close(self) -> None:
+        with self._lock:
+            self._conn.close()
