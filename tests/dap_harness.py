@@ -1,0 +1,125 @@
+"""A Leader and a Helper running in this process, over real HTTP on 127.0.0.1.
+
+    async with AggregatorPair(tmp_path, helper_overrides={"async_helper": True}) as pair:
+        pt = pair.provision(Prio3Count(2), min_batch_size=5)
+        async with pair.client(pt) as client:
+            await client.upload([1, 0, 1, 1, 0])
+        async with pair.collector(pt) as collector:
+            result = await collector.collect(pair.current_interval_query(pt))
+
+Each aggregator has its own SQLite file under `tmp_path`; `pair.leader_state` /
+`pair.helper_state` give the AppState (datastore, clock) for white-box assertions. The
+clock is injectable (`clock=`) so that tests can move time.
+"""
+
+from __future__ import annotations
+
+import socket
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from aiohttp import web
+
+from dap.client import Client
+from dap.collector import Collector
+from dap.messages import Duration, Interval, Query, Time
+from dap.provision import ProvisionedTask, new_task
+from dap.server.app import build_app
+from dap.server.common import STATE_KEY, AppState
+from dap.server.config import AggregatorConfig
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class AggregatorPair:
+    def __init__(self, tmp_path: Path, leader_overrides: dict[str, Any] | None = None,
+                 helper_overrides: dict[str, Any] | None = None,
+                 clock: Callable[[], float] = time.time) -> None:
+        self.tmp_path = Path(tmp_path)
+        self.clock = clock
+        self.leader_port = free_port()
+        self.helper_port = free_port()
+        base = {"sqlite_synchronous": "NORMAL", "worker_interval": 0.02, "retry_after": 1,
+                "straggler_age": 0.0}
+        self.leader_config = AggregatorConfig(
+            role="leader", datastore=str(self.tmp_path / "leader.sqlite"),
+            listen_port=self.leader_port, **{**base, **(leader_overrides or {})})
+        self.helper_config = AggregatorConfig(
+            role="helper", datastore=str(self.tmp_path / "helper.sqlite"),
+            listen_port=self.helper_port, **{**base, **(helper_overrides or {})})
+        self.runners: list[web.AppRunner] = []
+        self.leader_app: web.Application | None = None
+        self.helper_app: web.Application | None = None
+
+    @property
+    def leader_url(self) -> str:
+        return f"http://127.0.0.1:{self.leader_port}/"
+
+    @property
+    def helper_url(self) -> str:
+        return f"http://127.0.0.1:{self.helper_port}/"
+
+    async def start(self) -> AggregatorPair:
+        self.helper_app = await self._start(self.helper_config)
+        self.leader_app = await self._start(self.leader_config)
+        return self
+
+    async def _start(self, config: AggregatorConfig) -> web.Application:
+        app = build_app(config, clock=self.clock)
+        runner = web.AppRunner(app)
+        await runner.setup()
+        await web.TCPSite(runner, "127.0.0.1", config.listen_port).start()
+        self.runners.append(runner)
+        return app
+
+    async def stop(self) -> None:
+        for runner in reversed(self.runners):
+            await runner.cleanup()
+        self.runners.clear()
+
+    async def __aenter__(self) -> AggregatorPair:
+        return await self.start()
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.stop()
+
+    @property
+    def leader_state(self) -> AppState:
+        assert self.leader_app is not None
+        return self.leader_app[STATE_KEY]
+
+    @property
+    def helper_state(self) -> AppState:
+        assert self.helper_app is not None
+        return self.helper_app[STATE_KEY]
+
+    def provision(self, vdaf: Any, **kwargs: Any) -> ProvisionedTask:
+        """A new task for `vdaf`, stored in both aggregators' datastores."""
+        pt = new_task(vdaf, self.leader_url, self.helper_url, **kwargs)
+        self.add(pt)
+        return pt
+
+    def add(self, pt: ProvisionedTask) -> None:
+        for st, record in ((self.leader_state, pt.leader_record),
+                           (self.helper_state, pt.helper_record)):
+            with st.datastore.transaction() as tx:
+                tx.put_task(record)
+            st.tasks.invalidate(record.task_id)
+
+    def client(self, pt: ProvisionedTask) -> Client:
+        return Client(pt.task, clock=self.clock)
+
+    def collector(self, pt: ProvisionedTask) -> Collector:
+        return Collector(pt.task, pt.collector_keypair, pt.collector_auth_token)
+
+    def current_interval_query(self, pt: ProvisionedTask, back: int = 5,
+                               forward: int = 5) -> Query:
+        """A time-interval query around the current time (in time_precision units)."""
+        now = int(self.clock()) // pt.task.time_precision
+        return Query.time_interval(Interval(Time(now - back), Duration(back + forward)))

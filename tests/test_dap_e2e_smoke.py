@@ -1,0 +1,33 @@
+"""A first end-to-end check over HTTP: both batch modes, synchronous and asynchronous
+Helper. The full matrix is in test_dap_e2e.py."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+
+from dap.messages import BatchMode, Query
+from tests.dap_harness import AggregatorPair
+from vdaf.prio3 import Prio3Histogram
+
+
+@pytest.mark.parametrize("mode", [BatchMode.TIME_INTERVAL, BatchMode.LEADER_SELECTED])
+@pytest.mark.parametrize("async_helper", [False, True])
+def test_histogram_round_trip(tmp_path: Path, mode: BatchMode, async_helper: bool) -> None:
+    async def run() -> None:
+        async with AggregatorPair(tmp_path, helper_overrides={"async_helper": async_helper}) \
+                as pair:
+            pt = pair.provision(Prio3Histogram(2, 5, 2), batch_mode=mode, min_batch_size=10)
+            measurements = [i % 5 for i in range(10)]
+            async with pair.client(pt) as client:
+                result = await client.upload(measurements)
+            assert result.accepted == 10 and not result.rejected
+            query = (pair.current_interval_query(pt) if mode == BatchMode.TIME_INTERVAL
+                     else Query.leader_selected())
+            async with pair.collector(pt) as collector:
+                collection = await collector.collect(query, timeout=30)
+            assert collection.report_count == 10
+            assert collection.aggregate_result == [2, 2, 2, 2, 2]
+    asyncio.run(run())
