@@ -1,0 +1,215 @@
+"""`ppm dp ...`: calibration and accounting from the command line.
+
+    ppm dp calibrate  --epsilon E --delta D --sensitivity S [--vector 1,-1]
+    ppm dp rappor     --eps0 E0 --n N --delta D [--orders integer|continuous]
+    ppm dp shuffle    --eps0 E0 --n N --delta D [--variant fmt22|fmt20]
+    ppm dp max-weight --length L --eps0 E0 --fp P
+    ppm dp batch-size --eps0 E0 --epsilon E --delta D [--method rappor|shuffle]
+    ppm dp tables
+
+Every leaf takes `--json` and then prints exactly one JSON object.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+from typing import Any
+
+from dp_policy import accounting, calibration
+
+# The draft's Tables 1 and 2 (Section 6.1.1 and 6.2, "Utility"), as printed.
+TABLE1 = (  # (epsilon, delta, std, n, eps0)
+    (0.317, 1e-9, 26.1337, 100000, 5.0),
+    (0.906, 1e-9, 12.2800, 100000, 6.5),
+    (1.528, 1e-9, 9.5580, 100000, 7.0),
+)
+TABLE2 = (  # (epsilon, delta, std with c = 2 honest aggregators, std OAOC)
+    (0.317, 1e-9, 33.0788, 23.3903),
+    (0.906, 1e-9, 12.0777, 8.5402),
+    (1.528, 1e-9, 7.3403, 5.1904),
+)
+
+
+def _emit(args: argparse.Namespace, obj: dict[str, Any], lines: list[str]) -> int:
+    if args.json:
+        print(json.dumps(obj, sort_keys=True))
+    else:
+        print("\n".join(lines))
+    return 0
+
+
+def _cmd_calibrate(args: argparse.Namespace) -> int:
+    eps, delta, sens = args.epsilon, args.delta, args.sensitivity
+    sigma = calibration.analytic_gaussian_sigma(eps, delta, sens)
+    sigma_ref = calibration.analytic_gaussian_sigma_abs_tol(eps, delta, sens)
+    obj: dict[str, Any] = {
+        "epsilon": eps, "delta": delta, "sensitivity": sens,
+        "sigma": sigma,
+        "achieved_delta": calibration.analytic_gaussian_delta(sigma, eps, sens),
+        "sigma_reference_abs_tol_1e-12": sigma_ref,
+        "method": "analytic-gaussian (BW18 Algorithm 1, relative tolerance 1e-12)",
+    }
+    lines = [f"sigma = {sigma:.10g}   (continuous analytic Gaussian, BW18 Algorithm 1)",
+             f"        achieved delta = {obj['achieved_delta']:.6g}",
+             f"        reference code (absolute tolerance 1e-12): {sigma_ref:.10g}"]
+    if args.vector:
+        vec = [int(v) for v in args.vector.split(",")]
+        l2 = math.sqrt(sum(v * v for v in vec))
+        if abs(l2 - sens) > 1e-9 * max(1.0, sens):
+            lines.append(f"note: |vector|_2 = {l2:.6g} differs from --sensitivity")
+        dsig = calibration.discrete_gaussian_sigma(eps, delta, vec)
+        res = calibration.discrete_gaussian_delta(dsig, eps, vec)
+        obj.update({"discrete_sigma": dsig, "discrete_delta": res.delta,
+                    "discrete_method": res.method, "vector": vec})
+        lines.append(f"discrete Gaussian sigma = {dsig:.10g} (exact delta "
+                     f"{res.delta:.6g}, {res.method}, CKS20 Theorem 7)")
+    return _emit(args, obj, lines)
+
+
+def _cmd_rappor(args: argparse.Namespace) -> int:
+    res = accounting.rappor_amplification(args.eps0, args.n, args.delta, orders=args.orders)
+    obj = {"epsilon": res.epsilon, "delta": res.delta, "std": res.std, "n": res.n,
+           "eps0": res.eps0, "order": res.order, "rdp": res.rdp, "method": res.method,
+           "local_epsilon_deletion": args.eps0, "local_epsilon_replacement": 2 * args.eps0}
+    lines = [f"aggregate of n = {args.n} symmetric-RAPPOR reports (eps0 = {args.eps0}):",
+             f"  ({res.epsilon:.6f}, {res.delta:g})-DP  [Renyi order {res.order:g}, "
+             f"RDP {res.rdp:.6g}; MJTB+22 Theorem C.3, CKS20 Prop. 12]",
+             f"  noise standard deviation per debiased coordinate: {res.std:.6f}",
+             f"  local guarantee (OC): eps0 = {args.eps0} (deletion), {2 * args.eps0} "
+             "(replacement)"]
+    return _emit(args, obj, lines)
+
+
+def _cmd_shuffle(args: argparse.Namespace) -> int:
+    eps = accounting.shuffle_epsilon(args.eps0, args.n, args.delta, args.variant)
+    closed = accounting.shuffle_closed_form(args.eps0, args.n, args.delta)
+    obj = {"epsilon": eps, "delta": args.delta, "n": args.n, "eps0": args.eps0,
+           "variant": args.variant, "closed_form_epsilon": closed}
+    lines = [f"shuffling n = {args.n} reports of an eps0 = {args.eps0} local randomizer:",
+             f"  numerical bound ({args.variant}): ({eps:.6f}, {args.delta:g})-DP",
+             "  closed form (FMT22): " + (f"{closed:.6f}" if closed is not None else
+                                          "not valid (eps0 > ln(n / (8 ln(2/delta)) - 1))")]
+    return _emit(args, obj, lines)
+
+
+def _cmd_max_weight(args: argparse.Namespace) -> int:
+    m = accounting.rappor_max_weight(args.length, args.eps0, args.fp)
+    obj = {"max_weight": m, "length": args.length, "eps0": args.eps0, "fp": args.fp}
+    return _emit(args, obj, [f"max_weight = {m}"])
+
+
+def _cmd_batch_size(args: argparse.Namespace) -> int:
+    if args.method == "rappor":
+        n = accounting.rappor_min_batch_size(args.eps0, args.epsilon, args.delta)
+    else:
+        n = accounting.shuffle_min_batch_size(args.eps0, args.epsilon, args.delta)
+    obj = {"batch_size": n, "eps0": args.eps0, "epsilon": args.epsilon,
+           "delta": args.delta, "method": args.method}
+    return _emit(args, obj, [f"smallest batch size = {n}"])
+
+
+def tables() -> dict[str, Any]:
+    """The draft's Tables 1 and 2 recomputed next to the printed values."""
+    t1 = []
+    for eps, delta, std, n, eps0 in TABLE1:
+        res = accounting.rappor_amplification(eps0, n, delta)
+        t1.append({"eps0": eps0, "n": n, "delta": delta,
+                   "printed_epsilon": eps, "epsilon": res.epsilon, "order": res.order,
+                   "printed_std": std, "std": res.std,
+                   "std_rounded_up": calibration.round_up(res.std or 0.0)})
+    t2 = []
+    sqrt2 = math.sqrt(2.0)
+    for eps, delta, std2, std1 in TABLE2:
+        exact = calibration.analytic_gaussian_sigma(eps, delta, sqrt2)
+        coarse = calibration.analytic_gaussian_sigma_abs_tol(eps, delta, sqrt2)
+        disc = calibration.discrete_gaussian_sigma(eps, delta, [1, -1])
+        t2.append({"epsilon": eps, "delta": delta,
+                   "printed_sigma": std1, "printed_std_two_aggregators": std2,
+                   "sigma_abs_tol_1e-12": coarse,
+                   "sigma_abs_tol_rounded_up": calibration.round_up(coarse),
+                   "std_two_aggregators_abs_tol_rounded_up": calibration.round_up(
+                       coarse * sqrt2),
+                   "sigma_exact": exact, "std_two_aggregators_exact": exact * sqrt2,
+                   "delta_at_exact_sigma": calibration.analytic_gaussian_delta(
+                       exact, eps, sqrt2),
+                   "discrete_sigma": disc,
+                   "discrete_delta_at_continuous_sigma": calibration.discrete_gaussian_delta(
+                       exact, eps, [1, -1]).delta})
+    return {"table1": t1, "table2": t2}
+
+
+def _cmd_tables(args: argparse.Namespace) -> int:
+    obj = tables()
+    lines = ["Table 1 (symmetric RAPPOR, n = 100000, delta = 1e-9)",
+             f"{'eps0':>5} {'eps printed':>11} {'eps (C.3)':>10} {'order':>5} "
+             f"{'std printed':>11} {'std':>12} {'std ceil':>9}"]
+    for r in obj["table1"]:
+        lines.append(f"{r['eps0']:>5} {r['printed_epsilon']:>11} {r['epsilon']:>10.4f} "
+                     f"{r['order']:>5g} {r['printed_std']:>11.4f} {r['std']:>12.6f} "
+                     f"{r['std_rounded_up']:>9.4f}")
+    lines += ["", "Table 2 (discrete Gaussian per aggregator, L2 sensitivity sqrt(2), "
+              "delta = 1e-9)",
+              f"{'eps':>5} {'printed':>8} {'abs-tol':>10} {'exact':>10} {'c=2 printed':>11} "
+              f"{'c=2 exact':>10} {'discrete':>10}"]
+    for r in obj["table2"]:
+        lines.append(f"{r['epsilon']:>5} {r['printed_sigma']:>8.4f} "
+                     f"{r['sigma_abs_tol_1e-12']:>10.5f} {r['sigma_exact']:>10.5f} "
+                     f"{r['printed_std_two_aggregators']:>11.4f} "
+                     f"{r['std_two_aggregators_exact']:>10.5f} {r['discrete_sigma']:>10.5f}")
+    lines += ["", "printed = draft; abs-tol = BW18 Algorithm 1 stopped at |delta(s) - delta| "
+              "<= 1e-12 as in the reference code (the draft rounds it up);",
+              "exact = root solved to 1e-12 relative; discrete = smallest discrete-Gaussian "
+              "sigma with exact delta <= 1e-9 (CKS20 Theorem 7)."]
+    return _emit(args, obj, lines)
+
+
+def register(subparsers: Any) -> None:
+    """Add `dp` and its sub-commands to the `ppm` parser."""
+    dp = subparsers.add_parser("dp", help="differential privacy: calibration and accounting")
+    sub = dp.add_subparsers(dest="dp_command", metavar="DP_COMMAND")
+    dp.set_defaults(func=lambda args: (dp.print_help(), 2)[1])
+
+    def leaf(name: str, help_text: str) -> argparse.ArgumentParser:
+        p: argparse.ArgumentParser = sub.add_parser(name, help=help_text)
+        p.add_argument("--json", action="store_true", help="print one JSON object")
+        return p
+
+    p = leaf("calibrate", "sigma of the Gaussian mechanism for (epsilon, delta)")
+    p.add_argument("--epsilon", type=float, required=True)
+    p.add_argument("--delta", type=float, required=True)
+    p.add_argument("--sensitivity", type=float, required=True, help="L2 sensitivity")
+    p.add_argument("--vector", help="integer sensitivity vector for the exact discrete "
+                   "Gaussian calibration, e.g. 1,-1 for a histogram")
+    p.set_defaults(func=_cmd_calibrate)
+
+    p = leaf("rappor", "(epsilon, delta) of n aggregated symmetric-RAPPOR reports")
+    p.add_argument("--eps0", type=float, required=True)
+    p.add_argument("--n", type=int, required=True, help="number of honest Clients")
+    p.add_argument("--delta", type=float, required=True)
+    p.add_argument("--orders", choices=("integer", "continuous"), default="integer")
+    p.set_defaults(func=_cmd_rappor)
+
+    p = leaf("shuffle", "numerical amplification-by-shuffling bound")
+    p.add_argument("--eps0", type=float, required=True)
+    p.add_argument("--n", type=int, required=True)
+    p.add_argument("--delta", type=float, required=True)
+    p.add_argument("--variant", choices=("fmt22", "fmt20"), default="fmt22")
+    p.set_defaults(func=_cmd_shuffle)
+
+    p = leaf("max-weight", "RAPPOR false-positive bound (draft Section 6.1.1)")
+    p.add_argument("--length", type=int, required=True)
+    p.add_argument("--eps0", type=float, required=True)
+    p.add_argument("--fp", type=float, required=True)
+    p.set_defaults(func=_cmd_max_weight)
+
+    p = leaf("batch-size", "smallest batch size reaching a target epsilon")
+    p.add_argument("--eps0", type=float, required=True)
+    p.add_argument("--epsilon", type=float, required=True)
+    p.add_argument("--delta", type=float, required=True)
+    p.add_argument("--method", choices=("rappor", "shuffle"), default="rappor")
+    p.set_defaults(func=_cmd_batch_size)
+
+    p = leaf("tables", "the draft's Tables 1 and 2 recomputed")
+    p.set_defaults(func=_cmd_tables)
