@@ -396,8 +396,13 @@ def prepare_collection(tx: Transaction, task: AggregatorTask, job: CollectionJob
         interval = req.query.batch_interval
         selector = BatchSelector.time_interval(interval)
         if job.state == "start":
-            pending = tx.count_reports(tid, ("new", "in_job"), int(interval.start), interval.end,
+            # Reports uploaded before the collection job must be aggregated first, and no
+            # aggregation job touching the interval may be in flight (Section 4.6.1: the
+            # Leader MUST first complete overlapping aggregation jobs). The check and the
+            # freeze below are one transaction, so no job can start in between.
+            pending = tx.count_reports(tid, ("new",), int(interval.start), interval.end,
                                        created_before=job.created_at + 1)
+            pending += tx.count_reports(tid, ("in_job",), int(interval.start), interval.end)
             if pending:
                 return None
             records = buckets_of_interval(tx, task, interval, req.agg_param)

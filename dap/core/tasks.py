@@ -124,6 +124,11 @@ class TaskCache:
             if record is None:
                 raise DapProblem("unrecognizedTask", "unknown task", 404, task_id=key)
             task = AggregatorTask.from_record(record)
+            try:
+                _ = task.dp_policy  # an Aggregator refuses a task it cannot apply
+            except ValueError as exc:
+                raise DapProblem("unrecognizedTask", f"task refused: {exc}", 404,
+                                 task_id=key) from None
             self._tasks[key] = task
         if task.role != role:
             raise DapProblem("unrecognizedTask", f"this aggregator is not the task's {role.name}",
