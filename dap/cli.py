@@ -1,7 +1,9 @@
-"""``ppm dap ...`` sub-commands.
+"""``ppm dap ...`` sub-commands, and the top-level commands that operate DAP.
 
     ppm dap vectors generate --out DIR [--json]   write the DAP-18 test vectors
     ppm dap vectors check DIR [--json]            re-derive, decode and decrypt them
+
+    ppm leader / helper / task create / upload / collect / demo   see dap/cli_ops.py
 """
 
 from __future__ import annotations
@@ -32,6 +34,10 @@ def register(subparsers: Any) -> None:
     chk.add_argument("directory", type=Path, help="directory of vector files")
     chk.add_argument("--json", action="store_true", help="machine-readable output")
     chk.set_defaults(func=_check)
+
+    from dap import cli_ops
+
+    cli_ops.register(subparsers)
 
 
 def _help(parser: argparse.ArgumentParser) -> int:
