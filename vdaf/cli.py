@@ -1,14 +1,16 @@
 """`ppm vdaf ...` sub-commands: the test-vector tool.
 
-    ppm vdaf vectors check FILE... [--json] [--vdaf NAME] [--vdaf-version 18]
-    ppm vdaf vectors generate --out DIR [--vdaf NAME --shares N --length L
-        --chunk-length C --max-measurement M --max-weight W --num-proofs P --field F
-        --measurements M... --ctx HEX --name FILE]
+    ppm vdaf vectors check FILE... [--json] [--vdaf NAME] [--vdaf-version 18|08]
+    ppm vdaf vectors generate --out DIR [--vdaf-version 18|08] [--vdaf NAME --shares N
+        --length L --chunk-length C --max-measurement M --max-weight W --bits B
+        --max-count K --num-proofs P --field F --measurements M... --ctx HEX --name FILE]
 
 `check` prints one line per file and one per failing operation, or with `--json` a report;
 it exits 1 when any file fails. `generate` without `--vdaf` writes the standard set
-(byte-identical to the published Prio3 vectors); with `--vdaf` it writes one vector for
-the chosen parameters and measurements.
+(byte-identical to the published Prio3 vectors, and for version 08 the XOF vectors too);
+with `--vdaf` it writes one vector for the chosen parameters and measurements. Version 08
+instances take VDAF-08's parameters (`--bits` for Prio3Sum and Prio3SumVec, `--max-count`
+for Prio3MultiHotHistogram) and have no ctx.
 """
 
 from __future__ import annotations
@@ -29,6 +31,8 @@ _PARAM_OPTIONS = (
     ("chunk_length", "chunk_length"),
     ("max_measurement", "max_measurement"),
     ("max_weight", "max_weight"),
+    ("bits", "bits"),
+    ("max_count", "max_count"),
     ("num_proofs", "num_proofs"),
     ("field", "field"),
 )
@@ -82,6 +86,8 @@ def register(subparsers: Any) -> None:
     gen.add_argument("--chunk-length", type=int)
     gen.add_argument("--max-measurement", type=int)
     gen.add_argument("--max-weight", type=int)
+    gen.add_argument("--bits", type=int, help="VDAF-08 Prio3Sum and Prio3SumVec")
+    gen.add_argument("--max-count", type=int, help="VDAF-08 Prio3MultiHotHistogram")
     gen.add_argument("--num-proofs", type=int, help="Prio3SumVecWithMultiproof only")
     gen.add_argument("--field", help="Prio3SumVecWithMultiproof only, e.g. Field64")
     gen.add_argument(
@@ -90,7 +96,7 @@ def register(subparsers: Any) -> None:
     )
     gen.add_argument(
         "--ctx", default=vectors.DEFAULT_CTX.hex(), metavar="HEX",
-        help="application context, hex (default: 'some application')",
+        help="application context, hex (default: 'some application'; version 08 has none)",
     )
     gen.add_argument("--name", metavar="FILE", help="output file name (default NAME_custom.json)")
     gen.add_argument("--json", action="store_true", help="print the written files as JSON")

@@ -4,6 +4,13 @@ BBCGGI19 proof system (Section 7.3) and its gadgets (Appendix A).
 Field elements are ints in `[0, MODULUS)`. The proof system follows the draft's
 listings; the one place where it departs from their structure is the computation of
 gadget polynomials (`extend_polys`), which produces the same evaluations faster.
+
+The two VDAF versions we speak run the same proof system and differ only in how a proof
+carries each gadget polynomial: draft-20 sends its values on the roots of unity
+(`FlpBBCGGI19`), VDAF-08 ("FlpGeneric", draft-irtf-cfrg-vdaf-08 Section 7.3) its
+coefficients (`FlpGeneric`). That choice is two methods: the prover's
+`gadget_poly_for_proof` and the verifier's shim class (`QueryGadget` or
+`CoefficientQueryGadget`).
 """
 
 from __future__ import annotations
@@ -21,6 +28,7 @@ from vdaf.field import (
     memoize,
     next_power_of_2,
     ntt_batch,
+    poly_eval,
 )
 
 Measurement = TypeVar("Measurement")
@@ -364,7 +372,8 @@ class ProveGadget(Gadget):
 
 class QueryGadget(Gadget):
     """Shim recording the input wires of each call and answering each call from the
-    gadget polynomial of the proof (Appendix A.4)."""
+    gadget polynomial of the proof (Appendix A.4), given by its values on the roots of
+    unity (draft-20)."""
 
     def __init__(self, field: type[NttField], wire_seeds: list[int], gadget_poly: list[int],
                  g: Gadget, g_calls: int) -> None:
@@ -372,17 +381,25 @@ class QueryGadget(Gadget):
         self.DEGREE = g.DEGREE
         self.seeds = wire_seeds
         self.calls: list[list[int]] = []
-        p = wire_poly_len(g_calls)
-        self.p = p
+        self.p = wire_poly_len(g_calls)
+        # `poly[k * step]` is the gadget polynomial at the k-th power of the p-th root.
+        self.poly, self.step = self.call_values(field, gadget_poly)
+
+    def call_values(self, field: type[NttField], gadget_poly: list[int]) -> tuple[list[int], int]:
+        """The gadget polynomial's values on H_size (size >= p) and the stride to H_p."""
+        p = self.p
         lag = Lagrange(field)
         n = next_power_of_2(len(gadget_poly))
         poly = list(gadget_poly)
         lag.extend_values_to_power_of_2(poly, n)
-        size = next_power_of_2(gadget_poly_len(g.DEGREE, p))
+        size = next_power_of_2(gadget_poly_len(self.DEGREE, p))
         while len(poly) < size:
             poly = lag.double_evaluations(poly)
-        self.poly = poly
-        self.step = 1 << (assert_power_of_2(size) - assert_power_of_2(p))
+        return poly, 1 << (assert_power_of_2(size) - assert_power_of_2(p))
+
+    def gadget_check(self, field: type[NttField], t: int) -> int:
+        """The gadget polynomial at the query point t (the verifier's `y`)."""
+        return Lagrange(field).poly_eval(self.poly, t)
 
     def eval(self, field: type[NttField], inp: list[int]) -> int:
         self.calls.append(inp)
@@ -396,11 +413,37 @@ class QueryGadget(Gadget):
         return [[s, *pad] for s in self.seeds]
 
 
+class CoefficientQueryGadget(QueryGadget):
+    """The query shim of VDAF-08's FlpGeneric (draft-irtf-cfrg-vdaf-08, Section 7.3.3.2):
+    the proof gives the gadget polynomial by its coefficients. Call k is answered with
+    its value at alpha^k (alpha the p-th root of unity) and the check `y` is its value
+    at t, as in the draft; the values on H_p come from one size-p NTT of the
+    coefficients folded modulo x^p - 1 (the same values, computed faster)."""
+
+    def call_values(self, field: type[NttField], gadget_poly: list[int]) -> tuple[list[int], int]:
+        self.coeffs = list(gadget_poly)
+        p = self.p
+        folded = [0] * p
+        for i, c in enumerate(gadget_poly):
+            folded[i % p] += c
+        q = field.MODULUS
+        return field.ntt([c % q for c in folded], p), 1
+
+    def gadget_check(self, field: type[NttField], t: int) -> int:
+        return poly_eval(field, self.coeffs, t)
+
+
 # -- the proof system (Section 7.3) ------------------------------------------------------
 
 
 class FlpBBCGGI19(Generic[Measurement, AggResult]):
-    """The FLP of BBCGGI19 Section 4.2 for a validity circuit (Section 7.3)."""
+    """The FLP of BBCGGI19 Section 4.2 for a validity circuit (Section 7.3).
+
+    Gadget polynomials travel as their values on the roots of unity (draft-20); see
+    `FlpGeneric` for VDAF-08's coefficients."""
+
+    #: The verifier's shim: how it reads a gadget polynomial from the proof.
+    QUERY_GADGET: type[QueryGadget] = QueryGadget
 
     def __init__(self, valid: Valid[Measurement, AggResult]) -> None:
         self.valid = valid
@@ -441,8 +484,13 @@ class FlpBBCGGI19(Generic[Measurement, AggResult]):
             p = wire_poly_len(g_calls)
             proof += shim.seeds
             gadget_poly = shim.inner.eval_poly(self.field, shim.wires(), g_calls)
-            proof += gadget_poly[: gadget_poly_len(shim.DEGREE, p)]
+            proof += self.gadget_poly_for_proof(gadget_poly, gadget_poly_len(shim.DEGREE, p))
         return proof
+
+    def gadget_poly_for_proof(self, values: list[int], length: int) -> list[int]:
+        """What the proof carries of a gadget polynomial given by its values on H_n
+        (n a power of two >= length): draft-20 sends the first `length` values."""
+        return values[:length]
 
     def query(self, meas: list[int], proof: list[int], query_rand: list[int],
               joint_rand: list[int], num_shares: int) -> list[int]:
@@ -460,7 +508,7 @@ class FlpBBCGGI19(Generic[Measurement, AggResult]):
             g_poly_len = gadget_poly_len(g.DEGREE, p)
             seeds, rest = rest[: g.ARITY], rest[g.ARITY :]
             gadget_poly, rest = rest[:g_poly_len], rest[g_poly_len:]
-            shims.append(QueryGadget(self.field, seeds, gadget_poly, g, g_calls))
+            shims.append(self.QUERY_GADGET(self.field, seeds, gadget_poly, g, g_calls))
         out = valid.with_gadgets(shims).eval(meas, joint_rand, num_shares)
 
         if valid.EVAL_OUTPUT_LEN > 1:
@@ -477,7 +525,7 @@ class FlpBBCGGI19(Generic[Measurement, AggResult]):
             if pow(t, p, q) == 1:
                 raise FlpError("test point is a root of unity")
             verifier += lag.poly_eval_batched(shim.wires(), t)
-            verifier.append(lag.poly_eval(shim.poly, t))
+            verifier.append(shim.gadget_check(self.field, t))
         return verifier
 
     def decide(self, verifier: list[int]) -> bool:
@@ -493,6 +541,20 @@ class FlpBBCGGI19(Generic[Measurement, AggResult]):
             if g.eval(self.field, wire_checks) != gadget_check:
                 return False
         return True
+
+
+class FlpGeneric(FlpBBCGGI19[Measurement, AggResult]):
+    """VDAF-08's "FlpGeneric" (draft-irtf-cfrg-vdaf-08, Section 7.3): the proof is
+    `seed_1 + coeff_1 + ... + seed_H + coeff_H`, each `coeff_i` the coefficients of the
+    gadget polynomial (Section 7.3.3.1); the verifier evaluates them (Section 7.3.3.2).
+    Proof and verifier lengths, the verifier layout `[v] + x_1 + [y_1] + ...` and the
+    decision are those of draft-20."""
+
+    QUERY_GADGET = CoefficientQueryGadget
+
+    def gadget_poly_for_proof(self, values: list[int], length: int) -> list[int]:
+        # The coefficients beyond `length` are zero: the degree is below `length`.
+        return self.field.inv_ntt(values, len(values))[:length]
 
 
 def run_flp(flp: FlpBBCGGI19[Measurement, AggResult], meas: list[int], num_shares: int) -> bool:

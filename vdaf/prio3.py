@@ -1,10 +1,20 @@
-"""Prio3 (draft-irtf-cfrg-vdaf-20, Section 7) and its variants (Section 7.4).
+"""Prio3 (draft-irtf-cfrg-vdaf-20, Section 7) and its variants (Section 7.4), and the
+Prio3 variants of VDAF-08 (draft-irtf-cfrg-vdaf-08, Sections 7 and 7.4).
+
+`Prio3` is written once; the wire version is its class attribute `PROFILE`
+(`vdaf.profiles`), which gives the XOF, the DST version byte, the context rule, the
+sharding layout, the FLP class and the codepoints. The draft-20 variants (`Prio3Count`,
+`Prio3Sum`, ...) use VDAF_18; the VDAF-08 ones (`Prio3CountV08`, `Prio3SumV08`, ...) are
+a few lines each with `PROFILE = VDAF_08` and VDAF-08's circuits. `NAME` is a variant's
+registry name (the same in both versions).
 
 Types follow Table 8 of the draft, with field vectors as `list[int]`:
 
     PublicShare      list[bytes] | None          (joint randomness parts)
     InputShare       (meas_share, proofs_share, blind) for the Leader (agg_id 0),
-                     (seed, blind) for a Helper; blind is None without joint randomness
+                     (seed, blind) for a Helper in draft-20 and
+                     (meas_seed, proofs_seed, blind) in VDAF-08;
+                     blind is None without joint randomness
     VerifyState      (out_share, corrected_joint_rand_seed)
     VerifierShare    (verifiers_share, joint_rand_part)
     VerifierMessage  bytes | None                (joint randomness seed)
@@ -22,15 +32,20 @@ from vdaf.circuits import (
     Count,
     HigherDegree,
     Histogram,
+    Histogram08,
     MeasurementError,
     MultihotCountVec,
+    MultiHotHistogram,
     Sum,
+    Sum08,
     SumVec,
+    SumVec08,
 )
 from vdaf.field import Field64, Field128, FieldError, NttField
 from vdaf.flp import FlpBBCGGI19, FlpError
+from vdaf.profiles import VDAF_08, VDAF_18
 from vdaf.vdaf import Vdaf, VdafError
-from vdaf.xof import Xof, XofTurboShake128
+from vdaf.xof import Xof
 
 Measurement = TypeVar("Measurement")
 AggResult = TypeVar("AggResult")
@@ -58,7 +73,7 @@ def _byte(x: int) -> bytes:
 class Prio3(Vdaf, Generic[Measurement, AggResult]):
     """Prio3 over an FLP (Section 7.2). One verification round, no aggregation parameter."""
 
-    xof: ClassVar[type[Xof]] = XofTurboShake128
+    NAME: ClassVar[str]
     NONCE_SIZE = 16
     ROUNDS = 1
 
@@ -72,9 +87,10 @@ class Prio3(Vdaf, Generic[Measurement, AggResult]):
         self.flp = flp
         self.field: type[NttField] = flp.field
         self.PROOFS = num_proofs
+        self.xof: type[Xof] = self.PROFILE.xof
         self.VERIFY_KEY_SIZE = self.xof.SEED_SIZE
-        seed = self.xof.SEED_SIZE
-        self.RAND_SIZE = seed * shares if flp.JOINT_RAND_LEN == 0 else 2 * seed * shares
+        self.RAND_SIZE = self.PROFILE.sharding.rand_size(self.xof.SEED_SIZE, shares,
+                                                          flp.JOINT_RAND_LEN > 0)
 
     @property
     def uses_joint_rand(self) -> bool:
@@ -84,6 +100,7 @@ class Prio3(Vdaf, Generic[Measurement, AggResult]):
 
     def shard(self, ctx: bytes, measurement: Measurement, nonce: bytes,
               rand: bytes) -> tuple[PublicShare, list[InputShare]]:
+        self.check_ctx(ctx)
         if len(nonce) != self.NONCE_SIZE:
             raise VdafError("incorrect nonce size")
         if len(rand) != self.RAND_SIZE:
@@ -98,46 +115,48 @@ class Prio3(Vdaf, Generic[Measurement, AggResult]):
             return self.shard_with_joint_rand(ctx, meas, nonce, seeds)
         return self.shard_without_joint_rand(ctx, meas, seeds)
 
+    # A Helper's seeds (`ShardSeeds.helpers[j]`): its measurement share is expanded from
+    # the first, its proofs share from the last (the same seed in draft-20).
+
     def shard_without_joint_rand(self, ctx: bytes, meas: list[int],
                                  seeds: list[bytes]) -> tuple[PublicShare, list[InputShare]]:
-        helper_shares = seeds[: self.SHARES - 1]
-        prove_seed = seeds[self.SHARES - 1]
+        layout = self.PROFILE.sharding.split(seeds, self.SHARES, False)
         field = self.field
         leader_meas_share = meas
-        for j in range(self.SHARES - 1):
+        for j, helper in enumerate(layout.helpers):
             leader_meas_share = field.vec_sub(
-                leader_meas_share, self.helper_meas_share(ctx, j + 1, helper_shares[j]))
-        prove_rands = self.prove_rands(ctx, prove_seed)
+                leader_meas_share, self.helper_meas_share(ctx, j + 1, helper[0]))
+        prove_rands = self.prove_rands(ctx, layout.prove)
         leader_proofs_share: list[int] = []
         n = self.flp.PROVE_RAND_LEN
         for k in range(self.PROOFS):
             leader_proofs_share += self.flp.prove(meas, prove_rands[k * n : (k + 1) * n], [])
-        for j in range(self.SHARES - 1):
+        for j, helper in enumerate(layout.helpers):
             leader_proofs_share = field.vec_sub(
-                leader_proofs_share, self.helper_proofs_share(ctx, j + 1, helper_shares[j]))
+                leader_proofs_share, self.helper_proofs_share(ctx, j + 1, helper[-1]))
         input_shares: list[InputShare] = [(leader_meas_share, leader_proofs_share, None)]
-        input_shares += [(helper_shares[j], None) for j in range(self.SHARES - 1)]
+        input_shares += [(*helper, None) for helper in layout.helpers]
         return (None, input_shares)
 
     def shard_with_joint_rand(self, ctx: bytes, meas: list[int], nonce: bytes,
                               seeds: list[bytes]) -> tuple[PublicShare, list[InputShare]]:
-        helper_seeds = seeds[: (self.SHARES - 1) * 2]
-        helper_shares = helper_seeds[0::2]
-        helper_blinds = helper_seeds[1::2]
-        leader_blind, prove_seed = seeds[(self.SHARES - 1) * 2 :][:2]
+        layout = self.PROFILE.sharding.split(seeds, self.SHARES, True)
+        helper_blinds = [b for b in layout.helper_blinds if b is not None]
+        leader_blind = layout.leader_blind
+        assert leader_blind is not None and len(helper_blinds) == self.SHARES - 1
         field = self.field
 
         leader_meas_share = meas
         joint_rand_parts = []
-        for j in range(self.SHARES - 1):
-            helper_meas_share = self.helper_meas_share(ctx, j + 1, helper_shares[j])
+        for j, helper in enumerate(layout.helpers):
+            helper_meas_share = self.helper_meas_share(ctx, j + 1, helper[0])
             leader_meas_share = field.vec_sub(leader_meas_share, helper_meas_share)
             joint_rand_parts.append(self.joint_rand_part(
                 ctx, j + 1, helper_blinds[j], helper_meas_share, nonce))
         joint_rand_parts.insert(0, self.joint_rand_part(
             ctx, 0, leader_blind, leader_meas_share, nonce))
 
-        prove_rands = self.prove_rands(ctx, prove_seed)
+        prove_rands = self.prove_rands(ctx, layout.prove)
         joint_rands = self.joint_rands(ctx, self.joint_rand_seed(ctx, joint_rand_parts))
         leader_proofs_share: list[int] = []
         n = self.flp.PROVE_RAND_LEN
@@ -145,12 +164,13 @@ class Prio3(Vdaf, Generic[Measurement, AggResult]):
         for k in range(self.PROOFS):
             leader_proofs_share += self.flp.prove(
                 meas, prove_rands[k * n : (k + 1) * n], joint_rands[k * m : (k + 1) * m])
-        for j in range(self.SHARES - 1):
+        for j, helper in enumerate(layout.helpers):
             leader_proofs_share = field.vec_sub(
-                leader_proofs_share, self.helper_proofs_share(ctx, j + 1, helper_shares[j]))
+                leader_proofs_share, self.helper_proofs_share(ctx, j + 1, helper[-1]))
 
         input_shares: list[InputShare] = [(leader_meas_share, leader_proofs_share, leader_blind)]
-        input_shares += [(helper_shares[j], helper_blinds[j]) for j in range(self.SHARES - 1)]
+        input_shares += [(*helper, blind)
+                         for helper, blind in zip(layout.helpers, helper_blinds, strict=True)]
         return (joint_rand_parts, input_shares)
 
     # -- verification (Section 7.2.2) -----------------------------------------------------
@@ -158,6 +178,7 @@ class Prio3(Vdaf, Generic[Measurement, AggResult]):
     def verify_init(self, verify_key: bytes, ctx: bytes, agg_id: int, agg_param: None,
                     nonce: bytes, public_share: PublicShare,
                     input_share: InputShare) -> tuple[VerifyState, VerifierShare]:
+        self.check_ctx(ctx)
         if len(verify_key) != self.VERIFY_KEY_SIZE:
             raise VdafError("incorrect verify_key size")
         if not 0 <= agg_id < self.SHARES:
@@ -197,6 +218,7 @@ class Prio3(Vdaf, Generic[Measurement, AggResult]):
 
     def verifier_shares_to_message(self, ctx: bytes, agg_param: None,
                                    verifier_shares: list[VerifierShare]) -> VerifierMessage:
+        self.check_ctx(ctx)
         if len(verifier_shares) != self.SHARES:
             raise VdafError(f"expected {self.SHARES} verifier shares, got {len(verifier_shares)}")
         field = self.field
@@ -220,6 +242,7 @@ class Prio3(Vdaf, Generic[Measurement, AggResult]):
 
     def verify_next(self, ctx: bytes, verify_state: VerifyState,
                     verifier_message: VerifierMessage) -> list[int]:
+        self.check_ctx(ctx)
         out_share, corrected_joint_rand_seed = verify_state
         if verifier_message != corrected_joint_rand_seed:
             raise VdafError("joint randomness check failed")
@@ -263,17 +286,20 @@ class Prio3(Vdaf, Generic[Measurement, AggResult]):
     def expand_input_share(self, ctx: bytes, agg_id: int,
                            input_share: InputShare) -> tuple[list[int], list[int], bytes | None]:
         if agg_id > 0:
-            if len(input_share) != 2:
-                raise VdafError("helper input share must be (seed, blind)")
-            share, blind = input_share
-            if not isinstance(share, bytes) or len(share) != self.xof.SEED_SIZE:
+            count = self.PROFILE.sharding.helper_seeds
+            if len(input_share) != count + 1:
+                raise VdafError(f"helper input share must be {count} seed(s) and a blind")
+            *seeds, blind = input_share
+            if not all(isinstance(s, bytes) and len(s) == self.xof.SEED_SIZE for s in seeds):
                 raise VdafError("helper input share seed of the wrong size")
-            meas_share = self.helper_meas_share(ctx, agg_id, share)
-            proofs_share = self.helper_proofs_share(ctx, agg_id, share)
+            meas_share = self.helper_meas_share(ctx, agg_id, seeds[0])
+            proofs_share = self.helper_proofs_share(ctx, agg_id, seeds[-1])
         else:
             if len(input_share) != 3:
                 raise VdafError("leader input share must be (meas_share, proofs_share, blind)")
             meas_share, proofs_share, blind = input_share
+            if not isinstance(meas_share, list) or not isinstance(proofs_share, list):
+                raise VdafError("leader input share must hold field vectors")
             if len(meas_share) != self.flp.MEAS_LEN or \
                     len(proofs_share) != self.flp.PROOF_LEN * self.PROOFS:
                 raise VdafError("leader input share of the wrong length")
@@ -337,12 +363,12 @@ class Prio3(Vdaf, Generic[Measurement, AggResult]):
 
     def encode_input_share(self, input_share: InputShare) -> bytes:
         field = self.field
-        if len(input_share) == 3:
+        if isinstance(input_share[0], list):  # the Leader's: field vectors
             meas_share, proofs_share, blind = input_share
             out = field.encode_vec(meas_share) + field.encode_vec(proofs_share)
-        else:
-            share, blind = input_share
-            out = share
+        else:  # a Helper's: its seeds, then the blind
+            *seeds, blind = input_share
+            out = b"".join(seeds)
         if self.uses_joint_rand:
             out += blind
         return out
@@ -366,9 +392,11 @@ class Prio3(Vdaf, Generic[Measurement, AggResult]):
                 raise VdafError(f"leader input share: {exc}") from exc
             blind = bytes(encoded[meas_len + proofs_len :]) if blind_len else None
             return (meas_share, proofs_share, blind)
-        if len(encoded) != size + blind_len:
-            raise VdafError(f"helper input share must be {size + blind_len} bytes")
-        return (bytes(encoded[:size]), bytes(encoded[size:]) if blind_len else None)
+        seeds_len = size * self.PROFILE.sharding.helper_seeds
+        if len(encoded) != seeds_len + blind_len:
+            raise VdafError(f"helper input share must be {seeds_len + blind_len} bytes")
+        seeds = [bytes(encoded[i : i + size]) for i in range(0, seeds_len, size)]
+        return (*seeds, bytes(encoded[seeds_len:]) if blind_len else None)
 
     def encode_verifier_share(self, verifier_share: VerifierShare) -> bytes:
         verifiers_share, joint_rand_part = verifier_share
@@ -449,33 +477,36 @@ class Prio3(Vdaf, Generic[Measurement, AggResult]):
             raise VdafError(f"{what}: {exc}") from exc
 
 
-# -- variants (Section 7.4) ---------------------------------------------------------------
+# -- variants of draft-20 (Section 7.4) ------------------------------------------------
 
 
 class Prio3Count(Prio3[int, int]):
     """Prio3Count (Section 7.4.1): Field64, Count circuit, one proof."""
 
-    ID = 0x00000001
+    NAME = "Prio3Count"
+    ID = VDAF_18.codepoint(NAME)
 
     def __init__(self, shares: int) -> None:
-        super().__init__(shares, FlpBBCGGI19(Count(Field64)), 1)
+        super().__init__(shares, self.PROFILE.flp(Count(Field64)), 1)
 
 
 class Prio3Sum(Prio3[int, int]):
     """Prio3Sum (Section 7.4.2): Field64, Sum(max_measurement), one proof."""
 
-    ID = 0x00000002
+    NAME = "Prio3Sum"
+    ID = VDAF_18.codepoint(NAME)
 
     def __init__(self, shares: int, max_measurement: int) -> None:
         self.max_measurement = max_measurement
-        super().__init__(shares, FlpBBCGGI19(Sum(Field64, max_measurement)), 1)
+        super().__init__(shares, self.PROFILE.flp(Sum(Field64, max_measurement)), 1)
 
 
 class Prio3SumVec(Prio3[list[int], list[int]]):
     """Prio3SumVec (Section 7.4.3): Field128, SumVec(length, max_measurement,
     chunk_length), one proof."""
 
-    ID = 0x00000003
+    NAME = "Prio3SumVec"
+    ID = VDAF_18.codepoint(NAME)
 
     def __init__(self, shares: int, length: int, max_measurement: int,
                  chunk_length: int) -> None:
@@ -483,25 +514,27 @@ class Prio3SumVec(Prio3[list[int], list[int]]):
         self.max_measurement = max_measurement
         self.chunk_length = chunk_length
         super().__init__(
-            shares, FlpBBCGGI19(SumVec(Field128, length, max_measurement, chunk_length)), 1)
+            shares, self.PROFILE.flp(SumVec(Field128, length, max_measurement, chunk_length)), 1)
 
 
 class Prio3Histogram(Prio3[int, list[int]]):
     """Prio3Histogram (Section 7.4.4): Field128, Histogram(length, chunk_length)."""
 
-    ID = 0x00000004
+    NAME = "Prio3Histogram"
+    ID = VDAF_18.codepoint(NAME)
 
     def __init__(self, shares: int, length: int, chunk_length: int) -> None:
         self.length = length
         self.chunk_length = chunk_length
-        super().__init__(shares, FlpBBCGGI19(Histogram(Field128, length, chunk_length)), 1)
+        super().__init__(shares, self.PROFILE.flp(Histogram(Field128, length, chunk_length)), 1)
 
 
 class Prio3MultihotCountVec(Prio3[list[bool], list[int]]):
     """Prio3MultihotCountVec (Section 7.4.5): Field128, MultihotCountVec(length,
     max_weight, chunk_length), one proof."""
 
-    ID = 0x00000005
+    NAME = "Prio3MultihotCountVec"
+    ID = VDAF_18.codepoint(NAME)
 
     def __init__(self, shares: int, length: int, max_weight: int, chunk_length: int) -> None:
         self.length = length
@@ -509,7 +542,7 @@ class Prio3MultihotCountVec(Prio3[list[bool], list[int]]):
         self.chunk_length = chunk_length
         super().__init__(
             shares,
-            FlpBBCGGI19(MultihotCountVec(Field128, length, max_weight, chunk_length)), 1)
+            self.PROFILE.flp(MultihotCountVec(Field128, length, max_weight, chunk_length)), 1)
 
 
 class Prio3SumVecWithMultiproof(Prio3[list[int], list[int]]):
@@ -517,7 +550,8 @@ class Prio3SumVecWithMultiproof(Prio3[list[int], list[int]]):
     "Multiple Proofs"). Not a registered VDAF: it uses the private-use ID 0xFFFFFFFF,
     like the draft's test vectors."""
 
-    ID = 0xFFFFFFFF
+    NAME = "Prio3SumVecWithMultiproof"
+    ID = VDAF_18.codepoint(NAME)
 
     def __init__(self, shares: int, field: type[NttField], num_proofs: int, length: int,
                  max_measurement: int, chunk_length: int) -> None:
@@ -526,7 +560,7 @@ class Prio3SumVecWithMultiproof(Prio3[list[int], list[int]]):
         self.chunk_length = chunk_length
         self.num_proofs = num_proofs
         super().__init__(
-            shares, FlpBBCGGI19(SumVec(field, length, max_measurement, chunk_length)),
+            shares, self.PROFILE.flp(SumVec(field, length, max_measurement, chunk_length)),
             num_proofs)
 
 
@@ -534,7 +568,108 @@ class Prio3HigherDegree(Prio3[int, int]):
     """Test-only: Prio3 over the degree-3 `HigherDegree` circuit (Field64), ID
     0xFFFFFFFF, as in the draft's test vectors."""
 
-    ID = 0xFFFFFFFF
+    NAME = "Prio3HigherDegree"
+    ID = VDAF_18.codepoint(NAME)
 
     def __init__(self, shares: int) -> None:
-        super().__init__(shares, FlpBBCGGI19(HigherDegree(Field64)), 1)
+        super().__init__(shares, self.PROFILE.flp(HigherDegree(Field64)), 1)
+
+
+# -- variants of VDAF-08 (draft-irtf-cfrg-vdaf-08, Section 7.4) ---------------------------
+#
+# XofTurboShake128 with 16-byte seeds, FlpGeneric, VDAF-08's circuits and codepoints: all
+# of it comes from `PROFILE = VDAF_08` and the circuit classes. The registry names (NAME)
+# are those of draft-08; the class names carry `V08` so that both versions can be
+# imported side by side.
+
+
+class Prio3CountV08(Prio3[int, int]):
+    """VDAF-08 Prio3Count (draft-08 Section 7.4.1): Field64, the Count circuit (the
+    same as draft-20's), one proof."""
+
+    PROFILE = VDAF_08
+    NAME = "Prio3Count"
+    ID = VDAF_08.codepoint(NAME)
+
+    def __init__(self, shares: int) -> None:
+        super().__init__(shares, self.PROFILE.flp(Count(Field64)), 1)
+
+
+class Prio3SumV08(Prio3[int, int]):
+    """VDAF-08 Prio3Sum (draft-08 Section 7.4.2): Field128, an integer in
+    `[0, 2^bits)` range-checked bit by bit with one joint randomness element."""
+
+    PROFILE = VDAF_08
+    NAME = "Prio3Sum"
+    ID = VDAF_08.codepoint(NAME)
+
+    def __init__(self, shares: int, bits: int) -> None:
+        self.bits = bits
+        super().__init__(shares, self.PROFILE.flp(Sum08(Field128, bits)), 1)
+
+
+class Prio3SumVecV08(Prio3[list[int], list[int]]):
+    """VDAF-08 Prio3SumVec (draft-08 Section 7.4.3): Field128, `length` integers in
+    `[0, 2^bits)`."""
+
+    PROFILE = VDAF_08
+    NAME = "Prio3SumVec"
+    ID = VDAF_08.codepoint(NAME)
+
+    def __init__(self, shares: int, length: int, bits: int, chunk_length: int) -> None:
+        self.length = length
+        self.bits = bits
+        self.chunk_length = chunk_length
+        super().__init__(
+            shares, self.PROFILE.flp(SumVec08(Field128, length, bits, chunk_length)), 1)
+
+
+class Prio3HistogramV08(Prio3[int, list[int]]):
+    """VDAF-08 Prio3Histogram (draft-08 Section 7.4.4): Field128, a bucket index."""
+
+    PROFILE = VDAF_08
+    NAME = "Prio3Histogram"
+    ID = VDAF_08.codepoint(NAME)
+
+    def __init__(self, shares: int, length: int, chunk_length: int) -> None:
+        self.length = length
+        self.chunk_length = chunk_length
+        super().__init__(
+            shares, self.PROFILE.flp(Histogram08(Field128, length, chunk_length)), 1)
+
+
+class Prio3MultiHotHistogramV08(Prio3[list[int], list[int]]):
+    """Test-only: the `Prio3MultiHotHistogram` of the published VDAF-08 test vectors
+    (not in the draft-08 text): Field128, a bit vector with at most `max_count` ones,
+    private-use ID 0xFFFFFFFF. See `vdaf.circuits.MultiHotHistogram`."""
+
+    PROFILE = VDAF_08
+    NAME = "Prio3MultiHotHistogram"
+    ID = VDAF_08.codepoint(NAME)
+
+    def __init__(self, shares: int, length: int, max_count: int, chunk_length: int) -> None:
+        self.length = length
+        self.max_count = max_count
+        self.chunk_length = chunk_length
+        super().__init__(
+            shares,
+            self.PROFILE.flp(MultiHotHistogram(Field128, length, max_count, chunk_length)), 1)
+
+
+class Prio3SumVecWithMultiproofV08(Prio3[list[int], list[int]]):
+    """Test-only: VDAF-08's SumVec over a chosen field with several proofs (draft-08
+    Section 7.1.2), private-use ID 0xFFFFFFFF, as in the published VDAF-08 vectors
+    (Field64, 4 proofs: read off their byte sizes)."""
+
+    PROFILE = VDAF_08
+    NAME = "Prio3SumVecWithMultiproof"
+    ID = VDAF_08.codepoint(NAME)
+
+    def __init__(self, shares: int, field: type[NttField], num_proofs: int, length: int,
+                 bits: int, chunk_length: int) -> None:
+        self.length = length
+        self.bits = bits
+        self.chunk_length = chunk_length
+        self.num_proofs = num_proofs
+        super().__init__(
+            shares, self.PROFILE.flp(SumVec08(field, length, bits, chunk_length)), num_proofs)

@@ -5,7 +5,8 @@ from __future__ import annotations
 import secrets
 from typing import Any, ClassVar
 
-from vdaf.xof import VERSION, format_dst
+from vdaf.profiles import VDAF_18, VdafProfile
+from vdaf.xof import format_dst
 
 
 class VdafError(ValueError):
@@ -24,19 +25,34 @@ class Vdaf:
 
     Concrete VDAFs implement `shard`, `verify_init`, `verifier_shares_to_message`,
     `verify_next`, `agg_init`, `agg_update`, `merge`, `unshard`, `is_valid` and the
-    message encodings, with the draft's names and signatures."""
+    message encodings, with the draft's names and signatures.
 
+    `PROFILE` is the wire version the class speaks (`vdaf.profiles`); draft-20 (VDAF_18)
+    unless a subclass says otherwise."""
+
+    PROFILE: ClassVar[VdafProfile] = VDAF_18
     ID: ClassVar[int]
-    VERSION: ClassVar[int] = VERSION
     SHARES: int
     ROUNDS: int
     NONCE_SIZE: int
     RAND_SIZE: int
     VERIFY_KEY_SIZE: int
 
+    @property
+    def VERSION(self) -> int:  # noqa: N802 (the draft's name)
+        return self.PROFILE.version
+
     def domain_separation_tag(self, usage: int, ctx: bytes) -> bytes:
-        """`format_dst(0, ID, usage) || ctx` (Section 5)."""
-        return format_dst(0, self.ID, usage, self.VERSION) + ctx
+        """`format_dst(0, ID, usage) || ctx` (Section 5); VDAF-08 has no ctx."""
+        return format_dst(0, self.ID, usage, self.PROFILE.version) + self.check_ctx(ctx)
+
+    def check_ctx(self, ctx: bytes) -> bytes:
+        """The context string as bound into DSTs. A profile without a context (VDAF-08)
+        accepts only the empty one (see `vdaf.profiles`)."""
+        if ctx and not self.PROFILE.binds_ctx:
+            raise VdafError(f"{self.PROFILE.draft} has no application context: ctx must be "
+                            f"empty, got {len(ctx)} bytes")
+        return ctx
 
     # Declared for type checkers; defined by each VDAF.
     def shard(self, ctx: bytes, measurement: Any, nonce: bytes,

@@ -12,7 +12,7 @@ operation marked `success: false` must be rejected (raise `ValueError`); every o
 operation must succeed. In a positive vector (no `success: false`) every recorded output
 must also be reproduced by some operation, so that a vector cannot pass by omission.
 The XOF vectors of the same directory (`XofTurboShake128.json`, ...) are checked against
-`vdaf.xof`; Poplar1/IDPF files are skipped as out of scope.
+the version's XOFs (`VdafProfile.xofs`); Poplar1/IDPF files are skipped as out of scope.
 
 `generate_vector` runs the same flow forward from a `VectorSpec` and returns the JSON
 document. `STANDARD_SPECS` is the table of the published Prio3 vectors: with the
@@ -27,7 +27,23 @@ sort_keys=True)` followed by one newline.
 Which VDAF a file describes is given by its file name: the instance name is the part
 before the first underscore (`Prio3Histogram_2.json`, `Prio3Count_bad_meas_share.json`),
 unless the caller names it. The classes per VDAF wire version are looked up in
-`VERSIONS`, one table per version.
+`VERSIONS`, one `VersionTable` per version: its VDAF profile (`vdaf.profiles`), its
+instances, and its file schema (`VectorSchema`).
+
+Version 8 (draft-irtf-cfrg-vdaf-08). The published VDAF-08 files use an older schema,
+described by `SCHEMA_V08`; the reader and the generator take every difference from it:
+
+- the reports are under `prep` (not `reports`), the verifier shares and messages under
+  `prep_shares` and `prep_messages` (not `verifier_shares`, `verifier_messages`);
+- there is no `ctx` (VDAF-08 has no application context: the empty one is used);
+- there are no `operations`: a file implies the standard flow (per report: shard,
+  verify_init of each Aggregator, verifier_shares_to_message and verify_next for each
+  round; then aggregate for each Aggregator and unshard), which `check` replays;
+- Prio3's aggregation parameter is JSON `null` (not `""`);
+- each output share is a list with one hex string per field element (not one string).
+
+The measurements are the same in both; the parameters are the version's (VDAF-08's Sum
+takes `bits`, ...). The VDAF-08 standard set also contains the two XOF vector files.
 """
 
 from __future__ import annotations
@@ -38,6 +54,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, cast
+
+from vdaf.profiles import VDAF_08, VDAF_18, VdafProfile
 
 DEFAULT_VERSION = 18
 DEFAULT_CTX = b"some application"
@@ -50,6 +68,7 @@ REJECTIONS: tuple[type[Exception], ...] = (ValueError,)
 OUT_OF_SCOPE: dict[str, str] = {
     "Poplar1": "Poplar1/IDPF out of scope",
     "IdpfBBCGGI21": "Poplar1/IDPF out of scope",
+    "IdpfPoplar": "Poplar1/IDPF out of scope",  # VDAF-08's name of the IDPF
 }
 
 # The XOF vectors share the directory but not the VDAF schema; they are checked separately.
@@ -204,6 +223,32 @@ def _field_class(value: Any) -> Any:
     return cls
 
 
+def _prio3_v08() -> dict[str, Instance]:
+    m = "vdaf.prio3"
+    table = [
+        Instance("Prio3Count", m, "Prio3CountV08", (), "int"),
+        Instance("Prio3Sum", m, "Prio3SumV08", ("bits",), "int"),
+        Instance(
+            "Prio3SumVec", m, "Prio3SumVecV08", ("length", "bits", "chunk_length"), "int_list",
+        ),
+        Instance("Prio3Histogram", m, "Prio3HistogramV08", ("length", "chunk_length"), "int"),
+        Instance(
+            "Prio3MultiHotHistogram", m, "Prio3MultiHotHistogramV08",
+            ("length", "max_count", "chunk_length"), "int_list",
+        ),
+        # As in version 18 the field and the number of proofs are not recorded; the sizes
+        # show Field64 (8-byte output-share elements) and 4 proofs (the verifier share is
+        # 4 verifiers of 1 + 18 + 1 elements).
+        Instance(
+            "Prio3SumVecWithMultiproof", m, "Prio3SumVecWithMultiproofV08",
+            ("length", "bits", "chunk_length"), "int_list",
+            hidden=(("field", "Field64"), ("num_proofs", 4)),
+            constructor=("shares", "field", "num_proofs", "length", "bits", "chunk_length"),
+        ),
+    ]
+    return {inst.name: inst for inst in table}
+
+
 def _prio3_v18() -> dict[str, Instance]:
     m = "vdaf.prio3"
     table = [
@@ -234,18 +279,66 @@ def _prio3_v18() -> dict[str, Instance]:
     return {inst.name: inst for inst in table}
 
 
-# VDAF wire version -> its table of instances. Adding a version is one more entry.
-VERSIONS: dict[int, Callable[[], dict[str, Instance]]] = {
-    18: _prio3_v18,
+@dataclass(frozen=True)
+class VectorSchema:
+    """How a version's vector files spell things (see the module docstring)."""
+
+    reports: str = "reports"
+    verifier_shares: str = "verifier_shares"
+    verifier_messages: str = "verifier_messages"
+    ctx: bool = True            # files record `ctx`
+    operations: bool = True     # files list `operations`; otherwise the flow is implied
+    null_agg_param: bool = False  # an empty aggregation parameter is JSON null, not ""
+    out_share_elements: bool = False  # out shares: one hex string per field element
+
+    def agg_param_to_json(self, encoded: bytes) -> Any:
+        return None if self.null_agg_param and not encoded else encoded.hex()
+
+    def agg_param_from_json(self, value: Any) -> bytes:
+        if value is None and self.null_agg_param:
+            return b""
+        return _hex(value, "agg_param")
+
+
+SCHEMA_V18 = VectorSchema()
+SCHEMA_V08 = VectorSchema(
+    reports="prep",
+    verifier_shares="prep_shares",
+    verifier_messages="prep_messages",
+    ctx=False,
+    operations=False,
+    null_agg_param=True,
+    out_share_elements=True,
+)
+
+
+@dataclass(frozen=True)
+class VersionTable:
+    """Everything the tool knows of one VDAF wire version."""
+
+    profile: VdafProfile
+    instances: Callable[[], dict[str, Instance]]
+    schema: VectorSchema
+    xof_vectors: bool = False  # the standard set includes the XOF vector files
+
+
+# VDAF wire version -> its table. Adding a version is one more entry.
+VERSIONS: dict[int, VersionTable] = {
+    18: VersionTable(VDAF_18, _prio3_v18, SCHEMA_V18),
+    8: VersionTable(VDAF_08, _prio3_v08, SCHEMA_V08, xof_vectors=True),
 }
 
 
-def instances(version: int = DEFAULT_VERSION) -> dict[str, Instance]:
+def version_table(version: int = DEFAULT_VERSION) -> VersionTable:
     table = VERSIONS.get(version)
     if table is None:
         known = ", ".join(str(v) for v in sorted(VERSIONS))
         raise VectorError(f"unsupported VDAF version {version} (known: {known})")
-    return table()
+    return table
+
+
+def instances(version: int = DEFAULT_VERSION) -> dict[str, Instance]:
+    return version_table(version).instances()
 
 
 def instance_name_from_path(path: Path) -> str:
@@ -387,35 +480,70 @@ class _OpFailure(Exception):
     """An operation that ran but whose result does not match, or whose input is absent."""
 
 
+def flow_operations(num_reports: int, shares: int, rounds: int) -> list[dict[str, Any]]:
+    """The operations of the standard flow, in the order `generate_vector` runs them:
+    per report shard, verify_init of each Aggregator, then per round
+    verifier_shares_to_message and verify_next of each Aggregator; then aggregate of each
+    Aggregator and unshard. (The operations a VDAF-08 file implies.)"""
+    ops: list[dict[str, Any]] = []
+    for r in range(num_reports):
+        ops.append({"operation": "shard", "report_index": r, "success": True})
+        ops += [{"aggregator_id": j, "operation": "verify_init", "report_index": r,
+                 "success": True} for j in range(shares)]
+        for rnd in range(rounds):
+            ops.append({"operation": "verifier_shares_to_message", "report_index": r,
+                        "round": rnd, "success": True})
+            ops += [{"aggregator_id": j, "operation": "verify_next", "report_index": r,
+                     "round": rnd + 1, "success": True} for j in range(shares)]
+    ops += [{"aggregator_id": j, "operation": "aggregate", "success": True}
+            for j in range(shares)]
+    ops.append({"operation": "unshard", "success": True})
+    return ops
+
+
 class _Replay:
     """Replays a VDAF vector's operations against a VDAF object."""
 
-    def __init__(self, vdaf: VdafLike, inst: Instance, doc: Mapping[str, Any]) -> None:
+    def __init__(self, vdaf: VdafLike, inst: Instance, doc: Mapping[str, Any],
+                 schema: VectorSchema = SCHEMA_V18) -> None:
         self.vdaf = vdaf
         self.inst = inst
         self.doc = doc
-        self.ctx = _hex(doc.get("ctx"), "ctx")
+        self.schema = schema
+        # The file's names for the reports and the verification messages.
+        self.rk = schema.reports
+        self.vsk = schema.verifier_shares
+        self.vmk = schema.verifier_messages
+        if schema.ctx or "ctx" in doc:
+            self.ctx = _hex(doc.get("ctx"), "ctx")
+        else:
+            self.ctx = b""
         self.verify_key = _hex(doc.get("verify_key"), "verify_key")
         if "agg_param" not in doc:
             raise VectorError("missing 'agg_param'")
-        agg_param_bytes = _hex(doc["agg_param"], "agg_param")
+        agg_param_bytes = schema.agg_param_from_json(doc["agg_param"])
         try:
             self.agg_param = vdaf.decode_agg_param(agg_param_bytes)
         except Exception as exc:
             raise VectorError(f"agg_param: cannot decode: {exc}") from exc
-        reports = doc.get("reports")
+        reports = doc.get(self.rk)
         if not isinstance(reports, list) or not all(isinstance(r, dict) for r in reports):
-            raise VectorError("'reports' must be a list of objects")
+            raise VectorError(f"'{self.rk}' must be a list of objects")
         self.reports: list[dict[str, Any]] = reports
-        ops = doc.get("operations")
-        if not isinstance(ops, list) or not all(isinstance(o, dict) for o in ops):
-            raise VectorError("'operations' must be a list of objects")
-        if not ops:
-            raise VectorError("'operations' is empty: nothing to replay")
-        self.ops: list[dict[str, Any]] = ops
         shares = doc.get("shares")
         if shares != vdaf.SHARES:
             raise VectorError(f"'shares' is {shares!r} but the VDAF has {vdaf.SHARES}")
+        if schema.operations:
+            ops = doc.get("operations")
+            if not isinstance(ops, list) or not all(isinstance(o, dict) for o in ops):
+                raise VectorError("'operations' must be a list of objects")
+        else:
+            if "operations" in doc:
+                raise VectorError("this schema has no 'operations'")
+            ops = flow_operations(len(reports), vdaf.SHARES, vdaf.ROUNDS)
+        if not ops:
+            raise VectorError("'operations' is empty: nothing to replay")
+        self.ops: list[dict[str, Any]] = ops
         if len(self.verify_key) != vdaf.VERIFY_KEY_SIZE:
             raise VectorError(
                 f"verify_key is {len(self.verify_key)} bytes, "
@@ -478,6 +606,10 @@ class _Replay:
             value = value[key]
         if value is None:
             return None
+        if isinstance(value, list) and self.schema.out_share_elements \
+                and path and path[0] == "out_shares":
+            # One hex string per field element: their concatenation is the encoding.
+            return b"".join(_hex(v, f"{where}[{i}]") for i, v in enumerate(value))
         return _hex(value, where)
 
     def _need(self, container: Any, path: Sequence[str | int], where: str) -> bytes:
@@ -503,19 +635,18 @@ class _Replay:
         def listed(value: Any) -> int:
             return len(value) if isinstance(value, list) else 0
 
+        rk, vsk, vmk = self.rk, self.vsk, self.vmk
         for r, report in enumerate(self.reports):
             if report.get("public_share") is not None:
-                names.append(f"reports[{r}].public_share")
-            names += [f"reports[{r}].input_shares[{j}]"
+                names.append(f"{rk}[{r}].public_share")
+            names += [f"{rk}[{r}].input_shares[{j}]"
                       for j in range(listed(report.get("input_shares")))]
-            shares = report.get("verifier_shares")
+            shares = report.get(vsk)
             for k in range(listed(shares)):
                 assert isinstance(shares, list)
-                names += [f"reports[{r}].verifier_shares[{k}][{j}]"
-                          for j in range(listed(shares[k]))]
-            names += [f"reports[{r}].verifier_messages[{k}]"
-                      for k in range(listed(report.get("verifier_messages")))]
-            names += [f"reports[{r}].out_shares[{j}]"
+                names += [f"{rk}[{r}].{vsk}[{k}][{j}]" for j in range(listed(shares[k]))]
+            names += [f"{rk}[{r}].{vmk}[{k}]" for k in range(listed(report.get(vmk)))]
+            names += [f"{rk}[{r}].out_shares[{j}]"
                       for j in range(listed(report.get("out_shares")))]
         names += [f"agg_shares[{j}]" for j in range(listed(self.doc.get("agg_shares")))]
         if self.doc.get("agg_result") is not None:
@@ -598,34 +729,36 @@ class _Replay:
         r = op.get("report_index")
         report = self._report(r)
         assert isinstance(r, int)
+        rk = self.rk
         if report.get("measurement") is None:
-            raise VectorError(f"reports[{r}]: shard needs a measurement")
+            raise VectorError(f"{rk}[{r}]: shard needs a measurement")
         measurement = self.inst.measurement_from_json(report["measurement"])
-        nonce = _hex(report.get("nonce"), f"reports[{r}].nonce")
-        rand = _hex(report.get("rand"), f"reports[{r}].rand")
+        nonce = _hex(report.get("nonce"), f"{rk}[{r}].nonce")
+        rand = _hex(report.get("rand"), f"{rk}[{r}].rand")
         if len(nonce) != self.vdaf.NONCE_SIZE:
-            raise VectorError(f"reports[{r}].nonce is {len(nonce)} bytes, "
+            raise VectorError(f"{rk}[{r}].nonce is {len(nonce)} bytes, "
                               f"the VDAF wants {self.vdaf.NONCE_SIZE}")
         if len(rand) != self.vdaf.RAND_SIZE:
-            raise VectorError(f"reports[{r}].rand is {len(rand)} bytes, "
+            raise VectorError(f"{rk}[{r}].rand is {len(rand)} bytes, "
                               f"the VDAF wants {self.vdaf.RAND_SIZE}")
         (public_share, input_shares) = self.vdaf.shard(self.ctx, measurement, nonce, rand)
         self._compare(self.vdaf.encode_public_share(public_share), report, ["public_share"],
-                      f"reports[{r}].public_share")
+                      f"{rk}[{r}].public_share")
         if len(input_shares) != self.vdaf.SHARES:
             raise _OpFailure(f"shard returned {len(input_shares)} input shares")
         for j, share in enumerate(input_shares):
             self._compare(self.vdaf.encode_input_share(share), report, ["input_shares", j],
-                          f"reports[{r}].input_shares[{j}]")
+                          f"{rk}[{r}].input_shares[{j}]")
 
     def _verify_init(self, op: dict[str, Any]) -> None:
         r = op.get("report_index")
         report = self._report(r)
         assert isinstance(r, int)
         j = self._agg_id(op.get("aggregator_id"))
-        nonce = _hex(report.get("nonce"), f"reports[{r}].nonce")
-        public_bytes = self._need(report, ["public_share"], f"reports[{r}].public_share")
-        input_bytes = self._need(report, ["input_shares", j], f"reports[{r}].input_shares[{j}]")
+        rk, vsk = self.rk, self.vsk
+        nonce = _hex(report.get("nonce"), f"{rk}[{r}].nonce")
+        public_bytes = self._need(report, ["public_share"], f"{rk}[{r}].public_share")
+        input_bytes = self._need(report, ["input_shares", j], f"{rk}[{r}].input_shares[{j}]")
         public_share = self.vdaf.decode_public_share(public_bytes)
         input_share = self.vdaf.decode_input_share(j, input_bytes)
         (state, verifier_share) = self.vdaf.verify_init(
@@ -633,21 +766,21 @@ class _Replay:
         )
         self.verify_states[(r, j)] = state
         self._compare(self.vdaf.encode_verifier_share(verifier_share), report,
-                      ["verifier_shares", 0, j], f"reports[{r}].verifier_shares[0][{j}]")
+                      [vsk, 0, j], f"{rk}[{r}].{vsk}[0][{j}]")
 
     def _verifier_shares_to_message(self, op: dict[str, Any]) -> None:
         r = op.get("report_index")
         report = self._report(r)
         assert isinstance(r, int)
         rnd = self._round(op.get("round"))
+        rk, vsk, vmk = self.rk, self.vsk, self.vmk
         shares = []
         for j in range(self.vdaf.SHARES):
-            data = self._need(report, ["verifier_shares", rnd, j],
-                              f"reports[{r}].verifier_shares[{rnd}][{j}]")
+            data = self._need(report, [vsk, rnd, j], f"{rk}[{r}].{vsk}[{rnd}][{j}]")
             shares.append(self.vdaf.decode_verifier_share(self._state(r, j), data))
         message = self.vdaf.verifier_shares_to_message(self.ctx, self.agg_param, shares)
         self._compare(self.vdaf.encode_verifier_message(message), report,
-                      ["verifier_messages", rnd], f"reports[{r}].verifier_messages[{rnd}]")
+                      [vmk, rnd], f"{rk}[{r}].{vmk}[{rnd}]")
 
     def _verify_next(self, op: dict[str, Any]) -> None:
         r = op.get("report_index")
@@ -657,22 +790,21 @@ class _Replay:
         rnd = self._round(op.get("round"))
         if rnd < 1:
             raise VectorError("verify_next needs a round of at least 1")
+        rk, vsk, vmk = self.rk, self.vsk, self.vmk
         state = self._state(r, j)
-        data = self._need(report, ["verifier_messages", rnd - 1],
-                          f"reports[{r}].verifier_messages[{rnd - 1}]")
+        data = self._need(report, [vmk, rnd - 1], f"{rk}[{r}].{vmk}[{rnd - 1}]")
         message = self.vdaf.decode_verifier_message(state, data)
         result = self.vdaf.verify_next(self.ctx, state, message)
         if rnd < self.vdaf.ROUNDS:
             (state, verifier_share) = result
             self.verify_states[(r, j)] = state
             self._compare(self.vdaf.encode_verifier_share(verifier_share), report,
-                          ["verifier_shares", rnd, j],
-                          f"reports[{r}].verifier_shares[{rnd}][{j}]")
+                          [vsk, rnd, j], f"{rk}[{r}].{vsk}[{rnd}][{j}]")
         else:
             del self.verify_states[(r, j)]
             self.out_shares[(r, j)] = result
             self._compare(self.vdaf.encode_out_share(result), report, ["out_shares", j],
-                          f"reports[{r}].out_shares[{j}]")
+                          f"{rk}[{r}].out_shares[{j}]")
 
     def _aggregate(self, op: dict[str, Any]) -> None:
         j = self._agg_id(op.get("aggregator_id"))
@@ -713,7 +845,8 @@ class _Replay:
             raise _OpFailure(f"agg_result mismatch: expected {expected!r}, got {result!r}")
 
 
-def check_vdaf_document(doc: Mapping[str, Any], inst: Instance) -> list[OpResult]:
+def check_vdaf_document(doc: Mapping[str, Any], inst: Instance,
+                        schema: VectorSchema = SCHEMA_V18) -> list[OpResult]:
     """Replay a VDAF vector document. Raises VectorError when it cannot be interpreted."""
     values = {key: doc[key] for key in inst.parameter_keys() if key in doc}
     for key, _default in inst.hidden:
@@ -723,19 +856,20 @@ def check_vdaf_document(doc: Mapping[str, Any], inst: Instance) -> list[OpResult
         if key not in doc:
             raise VectorError(f"missing parameter {key!r} for {inst.name}")
     vdaf = inst.build(values)
-    return _Replay(vdaf, inst, doc).run()
+    return _Replay(vdaf, inst, doc, schema).run()
 
 
-def check_xof_document(doc: Mapping[str, Any], name: str) -> list[OpResult]:
-    """Check an XOF vector (seed, dst, binder -> derived_seed, expanded_vec_field128)."""
+def check_xof_document(doc: Mapping[str, Any], name: str,
+                       version: int = DEFAULT_VERSION) -> list[OpResult]:
+    """Check an XOF vector (seed, dst, binder -> derived_seed, expanded_vec_field128)
+    against the XOF of that name in the version's profile."""
     try:
-        xof_module = importlib.import_module("vdaf.xof")
         field_module = importlib.import_module("vdaf.field")
     except ImportError as exc:
-        raise VectorError(f"cannot import the XOF module: {exc}") from exc
-    xof = getattr(xof_module, name, None)
+        raise VectorError(f"cannot import the field module: {exc}") from exc
+    xof = version_table(version).profile.xofs.get(name)
     if xof is None:
-        raise VectorError(f"vdaf.xof has no class {name}")
+        raise VectorError(f"no XOF {name} in VDAF version {version}")
     field128 = field_module.Field128
     seed = _hex(doc.get("seed"), "seed")
     dst = _hex(doc.get("dst"), "dst")
@@ -789,11 +923,11 @@ def check_file(
     try:
         if name in XOF_NAMES:
             doc = load_json(path)
-            result.operations = check_xof_document(doc, name)
+            result.operations = check_xof_document(doc, name, version)
         else:
             inst = lookup_instance(name, version)
             doc = load_json(path)
-            result.operations = check_vdaf_document(doc, inst)
+            result.operations = check_vdaf_document(doc, inst, version_table(version).schema)
             if negative and all(op.expect_success for op in result.operations):
                 raise VectorError("negative vector has no operation marked success: false")
     except VectorError as exc:
@@ -897,6 +1031,38 @@ STANDARD_SPECS: dict[int, tuple[VectorSpec, ...]] = {
         ),
         _spec("Prio3HigherDegree", 0, [2], shares=2),
     ),
+    # The published VDAF-08 Prio3 vectors (ctx is unused: VDAF-08 has none).
+    8: (
+        _spec("Prio3Count", 0, [1], shares=2),
+        _spec("Prio3Count", 1, [1], shares=3),
+        _spec("Prio3Sum", 0, [100], shares=2, bits=8),
+        _spec("Prio3Sum", 1, [100], shares=3, bits=8),
+        _spec(
+            "Prio3SumVec", 0,
+            [list(range(10)), [1] * 10, [255] * 10],
+            shares=2, length=10, bits=8, chunk_length=9,
+        ),
+        _spec(
+            "Prio3SumVec", 1,
+            [[10000, 32000, 9], [19342, 19615, 3061], [15986, 24671, 23910]],
+            shares=3, length=3, bits=16, chunk_length=7,
+        ),
+        _spec("Prio3Histogram", 0, [2], shares=2, length=4, chunk_length=2),
+        _spec("Prio3Histogram", 1, [2], shares=3, length=11, chunk_length=3),
+        _spec(
+            "Prio3MultiHotHistogram", 0, [[0, 1, 1, 0]],
+            shares=2, length=4, max_count=2, chunk_length=2,
+        ),
+        _spec(
+            "Prio3MultiHotHistogram", 1, [[1] * 5 + [0] * 6],
+            shares=3, length=11, max_count=5, chunk_length=3,
+        ),
+        _spec(
+            "Prio3SumVecWithMultiproof", 0,
+            [list(range(10)), [1] * 10, [255] * 10],
+            shares=2, length=10, bits=8, chunk_length=9,
+        ),
+    ),
 }
 
 
@@ -917,9 +1083,21 @@ def _schema_params(inst: Instance, params: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
+def _out_share_json(vdaf: VdafLike, out_share: Any, schema: VectorSchema) -> Any:
+    encoded = vdaf.encode_out_share(out_share)
+    if not schema.out_share_elements:
+        return encoded.hex()
+    if not out_share:
+        return []
+    size = len(encoded) // len(out_share)
+    return [encoded[i : i + size].hex() for i in range(0, len(encoded), size)]
+
+
 def generate_vector(spec: VectorSpec, version: int = DEFAULT_VERSION) -> dict[str, Any]:
-    """Run shard, verification, aggregation and unsharding; return the vector document."""
+    """Run shard, verification, aggregation and unsharding; return the vector document
+    in the version's schema."""
     inst = lookup_instance(spec.instance, version)
+    schema = version_table(version).schema
     vdaf = inst.build(spec.params)
     if not spec.measurements:
         raise VectorError("a vector needs at least one measurement")
@@ -927,16 +1105,15 @@ def generate_vector(spec: VectorSpec, version: int = DEFAULT_VERSION) -> dict[st
     agg_param_bytes = vdaf.encode_agg_param(agg_param)
     verify_key = counting_bytes(vdaf.VERIFY_KEY_SIZE)
     n = vdaf.SHARES
-    ctx = spec.ctx
+    # A schema without ctx (VDAF-08) has no application context: the empty one.
+    ctx = spec.ctx if schema.ctx else b""
     reports: list[dict[str, Any]] = []
-    operations: list[dict[str, Any]] = []
     out_shares: list[list[Any]] = [[] for _ in range(n)]
-    for r, measurement_json in enumerate(spec.measurements):
+    for measurement_json in spec.measurements:
         measurement = inst.measurement_from_json(measurement_json)
         nonce = counting_bytes(vdaf.NONCE_SIZE)
         rand = counting_bytes(vdaf.RAND_SIZE)
         (public_share, input_shares) = vdaf.shard(ctx, measurement, nonce, rand)
-        operations.append({"operation": "shard", "report_index": r, "success": True})
         states = []
         round_shares = []
         for j in range(n):
@@ -945,21 +1122,15 @@ def generate_vector(spec: VectorSpec, version: int = DEFAULT_VERSION) -> dict[st
             )
             states.append(state)
             round_shares.append(share)
-            operations.append({"aggregator_id": j, "operation": "verify_init",
-                               "report_index": r, "success": True})
         verifier_shares = [[vdaf.encode_verifier_share(s).hex() for s in round_shares]]
         verifier_messages = []
         outs: list[Any] = []
         for rnd in range(vdaf.ROUNDS):
             message = vdaf.verifier_shares_to_message(ctx, agg_param, round_shares)
             verifier_messages.append(vdaf.encode_verifier_message(message).hex())
-            operations.append({"operation": "verifier_shares_to_message", "report_index": r,
-                               "round": rnd, "success": True})
             round_shares = []
             for j in range(n):
                 result = vdaf.verify_next(ctx, states[j], message)
-                operations.append({"aggregator_id": j, "operation": "verify_next",
-                                   "report_index": r, "round": rnd + 1, "success": True})
                 if rnd + 1 < vdaf.ROUNDS:
                     (states[j], share) = result
                     round_shares.append(share)
@@ -974,11 +1145,11 @@ def generate_vector(spec: VectorSpec, version: int = DEFAULT_VERSION) -> dict[st
             "input_shares": [vdaf.encode_input_share(s).hex() for s in input_shares],
             "measurement": measurement_json,
             "nonce": nonce.hex(),
-            "out_shares": [vdaf.encode_out_share(o).hex() for o in outs],
+            "out_shares": [_out_share_json(vdaf, o, schema) for o in outs],
             "public_share": vdaf.encode_public_share(public_share).hex(),
             "rand": rand.hex(),
-            "verifier_messages": verifier_messages,
-            "verifier_shares": verifier_shares,
+            schema.verifier_messages: verifier_messages,
+            schema.verifier_shares: verifier_shares,
         })
     agg_shares = []
     for j in range(n):
@@ -986,20 +1157,45 @@ def generate_vector(spec: VectorSpec, version: int = DEFAULT_VERSION) -> dict[st
         for out in out_shares[j]:
             agg_share = vdaf.agg_update(agg_param, agg_share, out)
         agg_shares.append(agg_share)
-        operations.append({"aggregator_id": j, "operation": "aggregate", "success": True})
     agg_result = vdaf.unshard(agg_param, agg_shares, len(spec.measurements))
-    operations.append({"operation": "unshard", "success": True})
     doc: dict[str, Any] = {
-        "agg_param": agg_param_bytes.hex(),
+        "agg_param": schema.agg_param_to_json(agg_param_bytes),
         "agg_result": _jsonable(agg_result),
         "agg_shares": [vdaf.encode_agg_share(s).hex() for s in agg_shares],
-        "ctx": ctx.hex(),
-        "operations": operations,
-        "reports": reports,
+        schema.reports: reports,
         "verify_key": verify_key.hex(),
     }
+    if schema.ctx:
+        doc["ctx"] = ctx.hex()
+    if schema.operations:
+        doc["operations"] = flow_operations(len(reports), n, vdaf.ROUNDS)
     doc.update(_schema_params(inst, spec.params))
     return doc
+
+
+#: The inputs of the published XOF vectors (both versions): seed 00 01 02 ... of the
+#: XOF's SEED_SIZE, these dst and binder, 40 Field128 elements.
+XOF_DST = b"domain separation tag"
+XOF_BINDER = b"binder string"
+XOF_LENGTH = 40
+
+
+def generate_xof_vector(name: str, version: int = DEFAULT_VERSION) -> dict[str, Any]:
+    """The XOF vector of the version's XOF `name` (the published files' schema)."""
+    xof = version_table(version).profile.xofs.get(name)
+    if xof is None:
+        raise VectorError(f"no XOF {name} in VDAF version {version}")
+    field128 = importlib.import_module("vdaf.field").Field128
+    seed = counting_bytes(xof.SEED_SIZE)
+    vec = xof.expand_into_vec(field128, seed, XOF_DST, XOF_BINDER, XOF_LENGTH)
+    return {
+        "binder": XOF_BINDER.hex(),
+        "derived_seed": xof.derive_seed(seed, XOF_DST, XOF_BINDER).hex(),
+        "dst": XOF_DST.hex(),
+        "expanded_vec_field128": field128.encode_vec(vec).hex(),
+        "length": XOF_LENGTH,
+        "seed": seed.hex(),
+    }
 
 
 def write_vector(spec: VectorSpec, out_dir: Path, version: int = DEFAULT_VERSION,
@@ -1010,24 +1206,44 @@ def write_vector(spec: VectorSpec, out_dir: Path, version: int = DEFAULT_VERSION
     return path
 
 
+def standard_file_names(version: int = DEFAULT_VERSION) -> list[str]:
+    """The file names `generate_standard` writes for a version."""
+    names = [spec.file_name() for spec in standard_specs(version)]
+    if version_table(version).xof_vectors:
+        names += [f"{name}.json" for name in XOF_NAMES]
+    return names
+
+
 def generate_standard(out_dir: Path, version: int = DEFAULT_VERSION) -> list[Path]:
-    """Write the standard set of vectors for every Prio3 variant into `out_dir`."""
-    return [write_vector(spec, out_dir, version) for spec in standard_specs(version)]
+    """Write the standard set of vectors for every Prio3 variant into `out_dir` (and the
+    XOF vectors, for a version whose table says so)."""
+    paths = [write_vector(spec, out_dir, version) for spec in standard_specs(version)]
+    if version_table(version).xof_vectors:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        for name in XOF_NAMES:
+            path = out_dir / f"{name}.json"
+            path.write_text(dumps(generate_xof_vector(name, version)), encoding="utf-8")
+            paths.append(path)
+    return paths
 
 
 def default_measurements(instance: str, params: Mapping[str, Any]) -> tuple[Any, ...]:
     """A few valid measurements for chosen parameters (used when none are given)."""
     length = params.get("length", 1)
+    # VDAF-08 ranges integers by `bits`, draft-20 by `max_measurement`.
+    top = (1 << params["bits"]) - 1 if "bits" in params else params.get("max_measurement", 1)
     if instance in ("Prio3Count", "Prio3HigherDegree"):
         return (1, 0, 1)
     if instance == "Prio3Sum":
-        return (params["max_measurement"], 0, 1)
+        return (top, 0, 1)
     if instance == "Prio3Histogram":
         return (0, length - 1, length // 2)
     if instance in ("Prio3SumVec", "Prio3SumVecWithMultiproof"):
-        top = params["max_measurement"]
         return ([i % (top + 1) for i in range(length)], [top] * length, [0] * length)
     if instance == "Prio3MultihotCountVec":
         weight = min(params["max_weight"], length)
         return ([i < weight for i in range(length)], [False] * length)
+    if instance == "Prio3MultiHotHistogram":
+        weight = min(params["max_count"], length)
+        return ([int(i < weight) for i in range(length)], [0] * length)
     raise VectorError(f"no default measurements for {instance}")
