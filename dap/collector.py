@@ -99,19 +99,32 @@ class Collector:
         return CollectionJobResp.decode(content), 0.0
 
     async def collect(self, query: Query, agg_param: bytes = b"", timeout: float = 120.0,
-                      max_poll_interval: float = 1.0) -> Collection:
-        """Run a collection job to the end and return the (debiased) result."""
+                      max_poll_interval: float = 1.0, delete_after: bool = True) -> Collection:
+        """Run a collection job to the end and return the (debiased) result.
+
+        With `delete_after` (the default) the job is deleted once its result is in hand or
+        it has failed (Section 4.6.3; the batch stays collected). DAP-18 makes creation
+        idempotent on the request bytes, and every leader-selected `CollectionJobReq` is
+        the same bytes: without the deletion, asking for the next batch would return the
+        previous job, and retrying after `invalidBatchSize` would return the failed one."""
         job_url, req = await self.start(query, agg_param)
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
         while True:
-            resp, retry_after = await self.poll(job_url)
+            try:
+                resp, retry_after = await self.poll(job_url)
+            except CollectionError:
+                if delete_after:
+                    await self._delete_quietly(job_url)
+                raise
             if resp is not None:
                 break
             if loop.time() > deadline:
                 raise CollectionError(0, "timeout", f"job {job_url} not ready after "
                                       f"{timeout:.0f} s")
             await asyncio.sleep(min(retry_after, max_poll_interval))
+        if delete_after:
+            await self._delete_quietly(job_url)
         result = collect_result(self.task, self.keypair, req, resp, vdaf=self.vdaf)
         debiased = result.aggregate_result
         if self.policy is not None:
@@ -119,6 +132,12 @@ class Collector:
                                                      result.report_count)
         return Collection(result.report_count, result.interval, result.aggregate_result,
                           debiased, job_url)
+
+    async def _delete_quietly(self, job_url: str) -> None:
+        try:
+            await self.delete(job_url)
+        except (CollectionError, aiohttp.ClientError):
+            pass
 
     async def delete(self, job_url: str) -> None:
         async with self.session.delete(job_url, headers=self._headers()) as resp:

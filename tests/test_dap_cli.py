@@ -177,11 +177,17 @@ def test_by_hand_flow(tmp_path: Path, servers: dict[str, Any]) -> None:
     got = ppm_json("collect", "--task", str(out2 / "collector-task.json"), "--current-batch")
     assert got["report_count"] == 3 and got["result"] == [6, 2, 7]
 
-    # The human-readable output of the same command (a batch is collected only once, so
-    # ask for the first task's interval again: a byte-identical request finds its job).
-    proc = ppm("collect", "--task", str(collector_file), "--interval", f"{start},3600")
+    # The human-readable output, on the next leader-selected batch: the Collector deletes
+    # a job once it has the result, so the identical request creates a new job.
+    up = ppm_json("upload", "--task", str(out2 / "client-task.json"),
+                  *(json.dumps(v) for v in [[1, 1, 1], [2, 2, 2], [0, 0, 1]]))
+    assert up["accepted"] == 3
+    proc = ppm("collect", "--task", str(out2 / "collector-task.json"), "--current-batch")
     assert proc.returncode == 0, proc.stderr
-    assert "reports:  7" in proc.stdout and "[2, 3, 1, 1]" in proc.stdout
+    assert "reports:  3" in proc.stdout and "[3, 3, 4]" in proc.stdout, proc.stdout
+    # The first task's interval was collected once; asking again is a batch overlap.
+    proc = ppm("collect", "--task", str(collector_file), "--interval", f"{start},3600")
+    assert proc.returncode != 0 and "batchOverlap" in proc.stderr
 
 
 # ---------------------------------------------------------------------------------------

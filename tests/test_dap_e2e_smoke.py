@@ -31,3 +31,23 @@ def test_histogram_round_trip(tmp_path: Path, mode: BatchMode, async_helper: boo
             assert collection.report_count == 10
             assert collection.aggregate_result == [2, 2, 2, 2, 2]
     asyncio.run(run())
+
+
+def test_successive_leader_selected_collections(tmp_path: Path) -> None:
+    """Each Collector.collect() gets the next leader-selected batch: the finished job is
+    deleted, so the identical CollectionJobReq creates a new job (DAP-18 Section 3.2)."""
+    async def run() -> None:
+        async with AggregatorPair(tmp_path) as pair:
+            pt = pair.provision(Prio3Histogram(2, 3, 2), batch_mode=BatchMode.LEADER_SELECTED,
+                                min_batch_size=4)
+            async with pair.client(pt) as client:
+                await client.upload([0, 0, 0, 0])
+            async with pair.collector(pt) as collector:
+                first = await collector.collect(Query.leader_selected(), timeout=30)
+                async with pair.client(pt) as client:
+                    await client.upload([2, 2, 2, 2])
+                second = await collector.collect(Query.leader_selected(), timeout=30)
+            assert first.aggregate_result == [4, 0, 0]
+            assert second.aggregate_result == [0, 0, 4]
+            assert first.job_url != second.job_url
+    asyncio.run(run())

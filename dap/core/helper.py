@@ -387,7 +387,8 @@ def create_aggregate_share(tx: Transaction, task: AggregatorTask, body: bytes,
     try:
         req = AggregateShareReq.decode(body)
     except DecodeError as exc:
-        raise DapProblem("invalidMessage", str(exc), task_id=tid) from None
+        # invalidExtension for unsorted collection job extensions (Sections 4.6.2, 4.6.4).
+        raise DapProblem(exc.problem_type, str(exc), task_id=tid) from None
     merged = _select_batch(tx, task, req.collection_job_req, req.batch_selector)
     if merged.report_count < task.task.min_batch_size:
         raise DapProblem("invalidBatchSize", f"{merged.report_count} reports, fewer than "
@@ -427,6 +428,9 @@ def _select_batch(tx: Transaction, task: AggregatorTask, cjr: CollectionJobReq,
                              task_id=tid)
         if int(interval.duration) < 1:
             raise DapProblem("batchInvalid", "batch interval shorter than time_precision",
+                             task_id=tid)
+        if interval.end > (1 << 64) - 1:  # start + duration is not a Time: malformed
+            raise DapProblem("batchInvalid", "batch interval ends after the last Time",
                              task_id=tid)
         if tx.interval_overlaps_collected(tid, int(interval.start), interval.end):
             raise DapProblem("batchOverlap", "batch interval overlaps a collected batch",

@@ -121,6 +121,7 @@ class JobSizes:
     min_job_size: int = 1
     max_job_size: int = 500
     straggler_age: float = 2.0
+    jobs_per_pass: int = 4      # at most this many jobs' worth of reports per call
 
 
 def create_aggregation_jobs(tx: Transaction, task: AggregatorTask, keyring: Keyring,
@@ -130,7 +131,7 @@ def create_aggregation_jobs(tx: Transaction, task: AggregatorTask, keyring: Keyr
     wait, unless the oldest has waited `straggler_age` seconds (stragglers do not stall
     collection)."""
     tid = task.task_id
-    reports = tx.list_new_reports(tid, sizes.max_job_size * 4)
+    reports = tx.list_new_reports(tid, sizes.max_job_size * sizes.jobs_per_pass)
     if not reports:
         return []
     if len(reports) < sizes.min_job_size:
@@ -347,7 +348,8 @@ def create_collection_job(tx: Transaction, task: AggregatorTask, body: bytes,
     try:
         req = CollectionJobReq.decode(body)
     except DecodeError as exc:
-        raise DapProblem("invalidMessage", str(exc), task_id=tid) from None
+        # invalidExtension for unsorted extensions (Section 4.6.2), else invalidMessage.
+        raise DapProblem(exc.problem_type, str(exc), task_id=tid) from None
     if req.query.batch_mode != task.batch_mode:
         raise DapProblem("invalidMessage", "query batch mode does not match the task",
                          task_id=tid)
@@ -366,6 +368,9 @@ def create_collection_job(tx: Transaction, task: AggregatorTask, body: bytes,
         interval = req.query.batch_interval
         if int(interval.duration) < 1:
             raise DapProblem("batchInvalid", "batch interval shorter than time_precision",
+                             task_id=tid)
+        if interval.end > (1 << 64) - 1:  # start + duration is not a Time: malformed
+            raise DapProblem("batchInvalid", "batch interval ends after the last Time",
                              task_id=tid)
         if tx.interval_overlaps_collected(tid, int(interval.start), interval.end):
             raise DapProblem("batchOverlap", "batch interval overlaps a collected batch",
@@ -396,6 +401,11 @@ def prepare_collection(tx: Transaction, task: AggregatorTask, job: CollectionJob
         interval = req.query.batch_interval
         selector = BatchSelector.time_interval(interval)
         if job.state == "start":
+            if tx.interval_overlaps_collected(tid, int(interval.start), interval.end):
+                # Another job froze an overlapping interval since this one was created.
+                fail_collection(tx, job, "batchOverlap",
+                                "batch interval overlaps a collected batch")
+                return None
             # Reports uploaded before the collection job must be aggregated first, and no
             # aggregation job touching the interval may be in flight (Section 4.6.1: the
             # Leader MUST first complete overlapping aggregation jobs). The check and the

@@ -107,7 +107,8 @@ def id_param(request: web.Request, name: str, size: int, token: str) -> bytes:
     except (ValueError, binascii.Error):
         value = b""
     if len(value) != size or b64url(value) != raw:
-        raise DapProblem(token, f"malformed {name}", 404)
+        # The handlers resolve the task first: its ID is known (Section 3.6: taskid).
+        raise DapProblem(token, f"malformed {name}", 404, task_id=task_id_param(request))
     return value
 
 

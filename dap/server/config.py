@@ -15,8 +15,10 @@ Example (every key but `role` and `datastore` is optional)::
       "retry_after": 1,                  # seconds, in Retry-After headers
       "hpke_cache_max_age": 86400,       # Cache-Control max-age of hpke_config
       "collection_give_up_after": null,  # seconds; then invalidBatchSize
-      "worker_interval": 0.05, "job_concurrency": 4
-    }
+      "worker_interval": 0.05, "job_concurrency": 4,
+      "job_lease": 60.0                  # seconds a worker holds a job it is stepping
+    }                                    # (> http_timeout); a crashed worker's jobs
+                                         # resume once it has expired
 """
 
 from __future__ import annotations
@@ -47,6 +49,7 @@ class AggregatorConfig:
     worker_interval: float = 0.05
     job_concurrency: int = 4
     http_timeout: float = 30.0
+    job_lease: float = 60.0
 
     def __post_init__(self) -> None:
         if self.role not in ("leader", "helper"):

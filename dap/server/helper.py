@@ -173,7 +173,8 @@ def run_pending(st: AppState) -> bool:
     now = st.clock()
     done = False
     with st.datastore.transaction() as tx:
-        jobs = [j for j in tx.acquire_aggregation_jobs("helper", now, 30.0, 8)
+        jobs = [j for j in tx.acquire_aggregation_jobs("helper", now,
+                                                       min(30.0, st.config.job_lease), 8)
                 if j.response is None]
         shares = tx.list_aggregate_share_jobs(("start",))
     for job in jobs:

@@ -114,33 +114,48 @@ class LeaderWorker:
         # which only means re-sending the stored, byte-identical request.
         self.share_locations: dict[bytes, str] = {}
         self.sem = asyncio.Semaphore(max(1, st.config.job_concurrency))
+        # Job steps in flight. They run beside job creation and collection, so that the
+        # Leader prepares the next jobs while the Helper works on the current ones.
+        self.in_flight: set[asyncio.Task[None]] = set()
 
     async def run(self) -> None:
         timeout = aiohttp.ClientTimeout(total=self.st.config.http_timeout)
         async with aiohttp.ClientSession(timeout=timeout) as session:
             self.session = session
             wake = self.app[WAKE_KEY]
-            while True:
-                busy = False
-                for step in (self.create_jobs, self.step_jobs, self.drive_collections):
-                    try:
-                        busy = await step() or busy
-                    except Exception:  # noqa: BLE001 - keep working; log and retry
-                        log.exception("leader background step %s failed", step.__name__)
-                if not busy:
-                    try:
-                        await asyncio.wait_for(wake.wait(), self.st.config.worker_interval)
-                    except TimeoutError:
-                        pass
-                    wake.clear()
-                else:
-                    await asyncio.sleep(0)
+            try:
+                while True:
+                    busy = False
+                    for step in (self.step_jobs, self.create_jobs, self.drive_collections):
+                        try:
+                            busy = await step() or busy
+                        except Exception:  # noqa: BLE001 - keep working; log and retry
+                            log.exception("leader background step %s failed", step.__name__)
+                    if not busy:
+                        try:
+                            await asyncio.wait_for(wake.wait(), self.st.config.worker_interval)
+                        except TimeoutError:
+                            pass
+                        wake.clear()
+                    else:
+                        await asyncio.sleep(0)
+            finally:
+                for t in list(self.in_flight):  # their leases expire; a restart resumes them
+                    t.cancel()
 
     # aggregation job creation
     async def create_jobs(self) -> bool:
+        """Turn new reports into a job per task, when a step slot would otherwise be idle:
+        jobs are made as fast as the Helper takes them, and requests (uploads) are served
+        in between."""
         st = self.st
         cfg = st.config
-        sizes = core.JobSizes(cfg.min_job_size, cfg.max_job_size, cfg.straggler_age)
+        if len(self.in_flight) >= max(1, cfg.job_concurrency):
+            return False
+        # One job per pass: it goes to the Helper at once, and uploads are not held up
+        # behind a long stretch of decryption and VDAF work.
+        sizes = core.JobSizes(cfg.min_job_size, cfg.max_job_size, cfg.straggler_age,
+                              jobs_per_pass=1)
         keyring = st.keyring()
         with st.datastore.transaction() as tx:
             task_ids = [t.task_id for t in tx.list_tasks() if t.role == "leader"]
@@ -154,14 +169,19 @@ class LeaderWorker:
 
     # stepping aggregation jobs
     async def step_jobs(self) -> bool:
+        """Start stepping jobs, up to `job_concurrency` in flight; does not wait for them
+        (they are in `in_flight`)."""
         st = self.st
-        with st.datastore.transaction() as tx:
-            jobs = tx.acquire_aggregation_jobs("leader", st.clock(), 60.0,
-                                               st.config.job_concurrency * 4)
-        if not jobs:
+        free = max(1, st.config.job_concurrency) - len(self.in_flight)
+        if free <= 0:
             return False
-        await asyncio.gather(*(self._step_job(job) for job in jobs))
-        return True
+        with st.datastore.transaction() as tx:
+            jobs = tx.acquire_aggregation_jobs("leader", st.clock(), st.config.job_lease, free)
+        for job in jobs:
+            step = asyncio.create_task(self._step_job(job))
+            self.in_flight.add(step)
+            step.add_done_callback(self.in_flight.discard)
+        return bool(jobs)
 
     async def _step_job(self, job: AggregationJobRecord) -> None:
         async with self.sem:

@@ -90,6 +90,20 @@ CREATE TABLE IF NOT EXISTS leader_batches (
 
 R = TypeVar("R")
 
+# Times are uint64 (DAP-18 Section 4.1.1), SQLite's INTEGER is int64: times and interval
+# starts are clamped to T = 2^63 - 2, interval ends to T + 1. No accepted report has a time
+# near T (it would be too early), so no comparison with a report's time changes, and an
+# overlap of intervals is never missed (one beyond T, where no report can be, may be seen).
+_TIME_MAX = (1 << 63) - 2
+
+
+def _t(value: int) -> int:
+    return min(value, _TIME_MAX)
+
+
+def _end(value: int) -> int:
+    return min(value, _TIME_MAX + 1)
+
 
 def _row(cls: type[R], row: sqlite3.Row | tuple[Any, ...] | None) -> R | None:
     if row is None:
@@ -180,10 +194,10 @@ class SqliteTransaction:
             args.append(created_before)
         if time_from is not None:
             sql += " AND time >= ?"
-            args.append(time_from)
+            args.append(_t(time_from))
         if time_to is not None:
             sql += " AND time < ?"
-            args.append(time_to)
+            args.append(_end(time_to))
         return int(self.c.execute(sql, args).fetchone()[0])
 
     def oldest_new_report_age(self, task_id: bytes, now: float) -> float | None:
@@ -255,12 +269,12 @@ class SqliteTransaction:
         if time_from is not None and time_to is not None:
             sql += (" AND EXISTS (SELECT 1 FROM report_aggregations r WHERE r.task_id=j.task_id"
                     " AND r.job_id=j.job_id AND r.time>=? AND r.time<?)")
-            args += [time_from, time_to]
+            args += [_t(time_from), _end(time_to)]
         return int(self.c.execute(sql, args).fetchone()[0])
 
     def put_report_aggregations(self, records: list[ReportAggregationRecord]) -> None:
         self.c.executemany("INSERT INTO report_aggregations VALUES (?,?,?,?,?,?,?,?)",
-                           [_bytes_tuple(r) for r in records])
+                           [(*v[:4], _t(v[4]), *v[5:]) for v in map(_bytes_tuple, records)])
 
     def get_report_aggregations(self, task_id: bytes, job_id: bytes
                                 ) -> list[ReportAggregationRecord]:
@@ -339,11 +353,11 @@ class SqliteTransaction:
 
     def mark_interval_collected(self, task_id: bytes, start: int, end: int) -> None:
         self.c.execute("INSERT INTO collected_intervals VALUES (?,?,?)",
-                       (bytes(task_id), start, end))
+                       (bytes(task_id), _t(start), _end(end)))
 
     def interval_overlaps_collected(self, task_id: bytes, start: int, end: int) -> bool:
         return self.c.execute("SELECT 1 FROM collected_intervals WHERE task_id=? AND start<? "
-                              "AND end_>? LIMIT 1", (bytes(task_id), end, start)
+                              "AND end_>? LIMIT 1", (bytes(task_id), _end(end), _t(start))
                               ).fetchone() is not None
 
     def count_reports_in_active_jobs(self, task_id: bytes, batch_id: bytes) -> int:
