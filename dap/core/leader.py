@@ -517,6 +517,26 @@ def fail_collection(tx: Transaction, job: CollectionJobRecord, token: str, detai
     tx.update_collection_job(job)
 
 
+def release_refused_collection(tx: Transaction, task: AggregatorTask,
+                               job: CollectionJobRecord, token: str, detail: str) -> None:
+    """The Helper refused the job's AggregateShareReq with an error: its transaction was
+    rolled back, so it did not collect the batch, and the Leader released nothing. Fail
+    the job and unfreeze the batch, so that its reports can still be collected later
+    (rather than being refused as `batch_collected` forever)."""
+    if job.state == "collecting":
+        req = CollectionJobReq.decode(job.request)
+        if task.batch_mode == BatchMode.TIME_INTERVAL:
+            interval = req.query.batch_interval
+            tx.unmark_interval_collected(task.task_id, int(interval.start), interval.end)
+        elif job.batch_id is not None:
+            tx.unmark_buckets_collected(task.task_id, [job.batch_id])
+            for b in tx.list_leader_batches(task.task_id, ("collecting",)):
+                if b.batch_id == job.batch_id:
+                    b.state = "open"
+                    tx.update_leader_batch(b)
+    fail_collection(tx, job, token, detail)
+
+
 def get_collection_job(tx: Transaction, task: AggregatorTask, job_id: bytes) -> bytes:
     job = tx.get_collection_job(task.task_id, job_id)
     if job is None or job.state == "deleted":

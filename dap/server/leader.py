@@ -224,8 +224,9 @@ class LeaderWorker:
         if 200 <= status < 300 and content:
             with st.datastore.transaction() as tx:
                 fresh = tx.get_aggregation_job(job.task_id, job.job_id)
-                if fresh is None or fresh.state != "active":
-                    return
+                if fresh is None or fresh.state != "active" or fresh.step != job.step \
+                        or fresh.request != job.request:
+                    return  # a late answer to a step another worker already processed
                 fresh.helper_url = job.helper_url
                 fresh.response = None
                 fresh.lease_expiry = 0.0
@@ -350,7 +351,7 @@ class LeaderWorker:
         with st.datastore.transaction() as tx:
             fresh = tx.get_collection_job(job.task_id, job.job_id)
             if fresh is not None and fresh.state in ("start", "collecting"):
-                core.fail_collection(tx, fresh, token, f"Helper: {detail}")
+                core.release_refused_collection(tx, task, fresh, token, f"Helper: {detail}")
         return True
 
     def _retry_collection(self, job: CollectionJobRecord, reason: str) -> None:

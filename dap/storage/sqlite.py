@@ -355,6 +355,14 @@ class SqliteTransaction:
         self.c.execute("INSERT INTO collected_intervals VALUES (?,?,?)",
                        (bytes(task_id), _t(start), _end(end)))
 
+    def unmark_interval_collected(self, task_id: bytes, start: int, end: int) -> None:
+        self.c.execute("DELETE FROM collected_intervals WHERE task_id=? AND start=? AND end_=?",
+                       (bytes(task_id), _t(start), _end(end)))
+
+    def unmark_buckets_collected(self, task_id: bytes, buckets: list[bytes]) -> None:
+        self.c.executemany("DELETE FROM collected_buckets WHERE task_id=? AND bucket=?",
+                           [(bytes(task_id), bytes(b)) for b in buckets])
+
     def interval_overlaps_collected(self, task_id: bytes, start: int, end: int) -> bool:
         return self.c.execute("SELECT 1 FROM collected_intervals WHERE task_id=? AND start<? "
                               "AND end_>? LIMIT 1", (bytes(task_id), _end(end), _t(start))
