@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from dap.core.errors import DapProblem
 from dap.core.tasks import AggregatorTask
 from dap.messages import BatchMode, Duration, Interval, ReportError, Time, batch_checksum
 from dap.storage import BatchBucketRecord, Transaction
@@ -134,3 +135,18 @@ def other_agg_params(tx: Transaction, task: AggregatorTask, buckets: Sequence[by
     else:
         records = tx.list_buckets(task.task_id, list(buckets or []))
     return any(r.agg_param != agg_param for r in records)
+
+
+def check_batch_interval(tx: Transaction, task: AggregatorTask, interval: Interval) -> None:
+    """A time-interval batch must span at least one time_precision, end at a valid Time
+    (Section 5.1), and overlap no collected batch (`batchOverlap`)."""
+    tid = task.task_id
+    if int(interval.duration) < 1:
+        raise DapProblem("batchInvalid", "batch interval shorter than time_precision",
+                         task_id=tid)
+    if interval.end > (1 << 64) - 1:  # start + duration is not a Time: malformed
+        raise DapProblem("batchInvalid", "batch interval ends after the last Time",
+                         task_id=tid)
+    if tx.interval_overlaps_collected(tid, int(interval.start), interval.end):
+        raise DapProblem("batchOverlap", "batch interval overlaps a collected batch",
+                         task_id=tid)

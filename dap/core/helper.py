@@ -18,6 +18,7 @@ from dap.core.buckets import (
     OutputShare,
     bucket_for,
     buckets_of_interval,
+    check_batch_interval,
     commit_error,
     commit_output_shares,
     merge_buckets,
@@ -426,15 +427,7 @@ def _select_batch(tx: Transaction, task: AggregatorTask, cjr: CollectionJobReq,
         if int(interval.start) < int(query.start) or interval.end > query.end:
             raise DapProblem("invalidMessage", "batch selector outside the query",
                              task_id=tid)
-        if int(interval.duration) < 1:
-            raise DapProblem("batchInvalid", "batch interval shorter than time_precision",
-                             task_id=tid)
-        if interval.end > (1 << 64) - 1:  # start + duration is not a Time: malformed
-            raise DapProblem("batchInvalid", "batch interval ends after the last Time",
-                             task_id=tid)
-        if tx.interval_overlaps_collected(tid, int(interval.start), interval.end):
-            raise DapProblem("batchOverlap", "batch interval overlaps a collected batch",
-                             task_id=tid)
+        check_batch_interval(tx, task, interval)
         if other_agg_params(tx, task, None, interval, cjr.agg_param):
             raise DapProblem("invalidMessage", "batch aggregated with another aggregation "
                              "parameter", task_id=tid)

@@ -18,6 +18,7 @@ from dap.core.buckets import (
     OutputShare,
     bucket_for,
     buckets_of_interval,
+    check_batch_interval,
     commit_output_shares,
     merge_buckets,
 )
@@ -366,15 +367,7 @@ def create_collection_job(tx: Transaction, task: AggregatorTask, body: bytes,
                          unsupported_extensions=[e.extension_type for e in req.extensions])
     if task.batch_mode == BatchMode.TIME_INTERVAL:
         interval = req.query.batch_interval
-        if int(interval.duration) < 1:
-            raise DapProblem("batchInvalid", "batch interval shorter than time_precision",
-                             task_id=tid)
-        if interval.end > (1 << 64) - 1:  # start + duration is not a Time: malformed
-            raise DapProblem("batchInvalid", "batch interval ends after the last Time",
-                             task_id=tid)
-        if tx.interval_overlaps_collected(tid, int(interval.start), interval.end):
-            raise DapProblem("batchOverlap", "batch interval overlaps a collected batch",
-                             task_id=tid)
+        check_batch_interval(tx, task, interval)
     job = CollectionJobRecord(tid, secrets.token_bytes(16), body, request_hash, "start",
                               created_at=now, next_attempt_at=now)
     tx.put_collection_job(job)
