@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import secrets
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -77,7 +78,7 @@ class JobResult:
 
 
 def validate_report(task: AggregatorTask, metadata: ReportMetadata,
-                    private_extensions: tuple[Extension, ...], now: float,
+                    private_extensions: Sequence[Extension], now: float,
                     clock_skew: int) -> ReportError | None:
     """Input share validation (Section 4.5.2.4) for checks that do not need the datastore."""
     report_time = int(metadata.time)
@@ -220,14 +221,14 @@ def process_aggregation_job(tx: Transaction, task: AggregatorTask, job: Aggregat
             rec.verify_state = vdaf.encode_verify_state(state.verify_state)
             responses.append(VerifyResp.continue_(rid, state.outbound))
     failed = commit_output_shares(tx, task, job.agg_param, [s for _, s in to_commit])
-    for ord_, share in to_commit:
-        err = failed.get(bytes(share.report_id))
+    for ord_, committed in to_commit:
+        err = failed.get(bytes(committed.report_id))
         if err is not None:
             records[ord_].state = "rejected"
             records[ord_].error = int(err)
-            responses[ord_] = VerifyResp.reject(share.report_id, err)
+            responses[ord_] = VerifyResp.reject(committed.report_id, err)
         else:
-            responses[ord_] = VerifyResp.continue_(share.report_id, outbound[ord_])
+            responses[ord_] = VerifyResp.continue_(committed.report_id, outbound[ord_])
     tx.put_report_aggregations(records)
     job.response = AggregationJobResp(tuple(r for r in responses if r is not None)).encode()
     job.state = "active" if any(r.state == "active" for r in records) else "finished"

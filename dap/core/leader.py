@@ -39,6 +39,7 @@ from dap.messages import (
     CollectionJobResp,
     Report,
     ReportError,
+    ReportID,
     ReportShare,
     ReportUploadStatus,
     Role,
@@ -285,11 +286,11 @@ def process_aggregation_job_response(tx: Transaction, task: AggregatorTask,
                                                    state.out_share)))
             elif isinstance(state, Continued):
                 rec.verify_state = vdaf.encode_verify_state(state.verify_state)
-                continues.append(VerifyContinue(rec.report_id, state.outbound))
+                continues.append(VerifyContinue(ReportID(rec.report_id), state.outbound))
             elif isinstance(state, FinishedWithOutbound):
                 rec.state = "finished_outbound"
                 rec.verify_state = vdaf.encode_out_share(state.out_share)
-                continues.append(VerifyContinue(rec.report_id, state.outbound))
+                continues.append(VerifyContinue(ReportID(rec.report_id), state.outbound))
             else:
                 rec.state, rec.error = "rejected", int(ReportError.VDAF_VERIFY_ERROR)
         elif vr.verify_resp_type == VerifyRespType.FINISH and rec.state == "finished_outbound":
