@@ -1,7 +1,9 @@
 """``ppm dap ...`` sub-commands, and the top-level commands that operate DAP.
 
-    ppm dap vectors generate --out DIR [--json]   write the DAP-18 test vectors
-    ppm dap vectors check DIR [--json]            re-derive, decode and decrypt them
+    ppm dap vectors generate --out DIR [--profile dap-18|dap-09] [--json]
+                                                  write the test vectors of a profile
+    ppm dap vectors check DIR [--json]            re-derive, decode and decrypt them (each
+                                                  file's "draft" selects the profile)
 
     ppm leader / helper / task create / upload / collect / demo   see dap/cli_ops.py
 """
@@ -25,12 +27,13 @@ def register(subparsers: Any) -> None:
     vectors_sub = vectors.add_subparsers(dest="vectors_command", metavar="COMMAND")
     vectors.set_defaults(func=lambda _args: _help(vectors))
 
-    gen = vectors_sub.add_parser("generate", help="write the DAP-18 test vectors")
+    gen = vectors_sub.add_parser("generate", help="write the DAP test vectors of a profile")
     gen.add_argument("--out", required=True, type=Path, help="output directory")
+    gen.add_argument("--profile", default="dap-18", help="DAP profile (dap-18, dap-09)")
     gen.add_argument("--json", action="store_true", help="machine-readable output")
     gen.set_defaults(func=_generate)
 
-    chk = vectors_sub.add_parser("check", help="check DAP-18 test vectors")
+    chk = vectors_sub.add_parser("check", help="check DAP test vectors (dap-18 or dap-09)")
     chk.add_argument("directory", type=Path, help="directory of vector files")
     chk.add_argument("--json", action="store_true", help="machine-readable output")
     chk.set_defaults(func=_check)
@@ -46,9 +49,18 @@ def _help(parser: argparse.ArgumentParser) -> int:
 
 
 def _generate(args: argparse.Namespace) -> int:
+    from dap.profile import ProfileError, get_profile
     from dap.vectors import generate
 
-    paths = generate(args.out)
+    try:
+        profile = get_profile(args.profile)
+    except ProfileError as exc:
+        if args.json:
+            print(json.dumps({"ok": False, "errors": [str(exc)]}))
+        else:
+            print(exc, file=sys.stderr)
+        return 2
+    paths = generate(args.out, profile)
     if args.json:
         print(json.dumps({"ok": True, "files": [str(p) for p in paths]}))
     else:

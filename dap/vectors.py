@@ -812,8 +812,23 @@ def _dump(obj: Any) -> str:
     return json.dumps(obj, indent=2) + "\n"
 
 
+# Vector modules of other profiles, by draft: a file's ``draft`` field selects its checker
+# (``check_message_file``, ``check_example_file``) and a profile's draft its generator.
+_OTHER_DRAFTS: dict[str, str] = {"draft-ietf-ppm-dap-09": "dap.vectors09"}
+
+
+def _other_module(draft: Any) -> Any:
+    import importlib
+
+    name = _OTHER_DRAFTS.get(draft) if isinstance(draft, str) else None
+    return importlib.import_module(name) if name else None
+
+
 def generate(out_dir: Path, profile: Profile = DEFAULT_PROFILE) -> list[Path]:
-    """Write every vector file under ``out_dir``; returns the paths written."""
+    """Write every vector file of ``profile`` under ``out_dir``; returns the paths written."""
+    other = _other_module(profile.draft)
+    if other is not None:
+        return other.generate(out_dir, profile)  # type: ignore[no-any-return]
     written = []
     (out_dir / "messages").mkdir(parents=True, exist_ok=True)
     (out_dir / "examples").mkdir(parents=True, exist_ok=True)
@@ -998,10 +1013,11 @@ def check(directory: Path) -> CheckReport:
                 raise VectorError(f"{where}: not a JSON object")
             if doc.get("format_version") != FORMAT_VERSION:
                 raise VectorError(f"{where}: unsupported format_version")
+            other = _other_module(doc.get("draft"))
             if doc.get("kind") == "message":
-                _check_message_file(doc, report, where)
+                (other.check_message_file if other else _check_message_file)(doc, report, where)
             elif doc.get("kind") == "example":
-                _check_example_file(doc, report, where)
+                (other.check_example_file if other else _check_example_file)(doc, report, where)
             else:
                 raise VectorError(f"{where}: unknown kind {doc.get('kind')!r}")
         except (VectorError, HpkeError, ValueError, KeyError, TypeError) as exc:
