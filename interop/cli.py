@@ -1,0 +1,90 @@
+"""``ppm interop ...`` sub-commands.
+
+    ppm interop serve --role client|leader|helper|collector [--port 8080]
+                      [--host 127.0.0.1] [--data-dir DIR] [--log-dir DIR]
+    ppm interop run --client URL --leader URL --helper URL --collector URL
+                    [--vdaf NAME ...] [--batch-mode time_interval|leader_selected]
+                    [--dap-version dap-18] [--concurrency 4] [--json]
+
+`serve` runs the test API of one role (interop/server.py); `run` drives four of them
+through every case (interop/runner.py) and exits 1 if any case fails.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+from typing import Any
+
+from interop import runner as r
+from interop import server
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "interop", help="DAP interop test API (draft-dcook-ppm-dap-interop-test-design)")
+    sub = parser.add_subparsers(dest="interop_command", metavar="COMMAND")
+    parser.set_defaults(func=lambda _a: (parser.print_help(), 2)[1])
+
+    serve = sub.add_parser("serve", help="serve the test API of one role")
+    serve.add_argument("--role", required=True, choices=server.ROLES)
+    serve.add_argument("--host", default="127.0.0.1")
+    serve.add_argument("--port", type=int, default=8080)
+    serve.add_argument("--data-dir", default=None,
+                       help="folder of the Aggregator's SQLite datastore (default: a "
+                            "temporary folder removed on exit)")
+    serve.add_argument("--log-dir", default=None,
+                       help="also write the log to DIR/ROLE.log (the container uses /logs)")
+    serve.set_defaults(func=_serve)
+
+    run = sub.add_parser("run", help="run the interop test cases against four roles")
+    for role in ("client", "leader", "helper", "collector"):
+        run.add_argument(f"--{role}", required=True, metavar="URL",
+                         help=f"base URL of the {role}'s test API")
+    run.add_argument("--vdaf", action="append", default=None,
+                     help="only cases of this VDAF (repeatable)")
+    run.add_argument("--batch-mode", choices=("time_interval", "leader_selected"),
+                     default=None, help="only cases of this batch mode")
+    run.add_argument("--dap-version", default=server.DEFAULT_VERSION,
+                     choices=sorted(server.VERSIONS),
+                     help="protocol version of the cases (dap-09: not yet supported)")
+    run.add_argument("--concurrency", type=int, default=4, help="cases run at once")
+    run.add_argument("--time-precision", type=int, default=3600)
+    run.add_argument("--timeout", type=float, default=60.0,
+                     help="seconds a collection may take")
+    run.add_argument("--json", action="store_true", help="machine-readable output")
+    run.set_defaults(func=_run)
+
+
+def _serve(args: argparse.Namespace) -> int:
+    server.serve(args.role, args.host, args.port, args.data_dir, args.log_dir)
+    return 0
+
+
+def _run(args: argparse.Namespace) -> int:
+    cases = r.default_cases(args.dap_version)
+    if args.vdaf:
+        cases = [c for c in cases if c.vdaf["type"] in args.vdaf]
+    if args.batch_mode:
+        mode = 1 if args.batch_mode == "time_interval" else 2
+        cases = [c for c in cases if c.batch_mode == mode]
+    endpoints = r.Endpoints(args.client, args.leader, args.helper, args.collector)
+    try:
+        outcomes = asyncio.run(r.run_all(
+            endpoints, cases, args.concurrency, time_precision=args.time_precision,
+            collect_timeout=args.timeout))
+    except r.RunnerError as exc:
+        if args.json:
+            print(json.dumps({"ok": False, "error": str(exc), "cases": []}))
+        else:
+            print(f"error: {exc}")
+        return 1
+    passed = sum(o.passed for o in outcomes)
+    ok = bool(outcomes) and passed == len(outcomes)
+    if args.json:
+        print(json.dumps({"ok": ok, "passed": passed, "failed": len(outcomes) - passed,
+                          "cases": [o.to_json() for o in outcomes]}))
+    else:
+        print(r.format_table(outcomes))
+    return 0 if ok else 1

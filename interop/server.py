@@ -1,0 +1,432 @@
+"""`ppm interop serve`: the interop test API of one role (see the package docstring for
+the request fields).
+
+All requests are POSTs of JSON objects under ``/internal/test/``; every answer is a JSON
+object with ``status`` (``"success"``, ``"error"``, or for collection_poll ``"complete"``
+/ ``"in progress"``) and, on error, ``error`` with the reason. A command that was
+understood is answered 200 whatever the DAP outcome (draft Section 4); a body that is not
+a JSON object gets 400; an unknown ``/internal/test/`` path gets 404. The Leader and
+Helper also serve their DAP resources on the same port under :data:`DAP_PREFIX` (the
+endpoint that endpoint_for_task returns), backed by one SQLite datastore.
+
+Protocol versions are a table (:data:`VERSIONS`): a request's ``dap_version`` (default
+``"dap-18"``) selects the implementation of the role's commands; ``"dap-09"`` is
+reserved and answers ``"not yet supported"`` until its entry is added.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import secrets
+import shutil
+import signal
+import tempfile
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+import aiohttp
+from aiohttp import web
+from aiohttp.web_runner import GracefulExit
+
+from dap.client import Client, UploadError
+from dap.client_core import ClientError, collect_result
+from dap.collector import CollectionError, Collector
+from dap.core.tasks import AggregatorTask
+from dap.hpke import HpkeError, HpkeKeypair, generate_keypair
+from dap.messages import CollectionJobReq, ReportError
+from dap.server.app import build_app
+from dap.server.common import STATE_KEY, AppState
+from dap.server.config import AggregatorConfig
+from dap.storage import TaskRecord
+from dap.storage.sqlite import SqliteDatastore
+from dap.task import Task
+from interop import fields as f
+from interop.fields import FieldError
+
+log = logging.getLogger("ppm.interop")
+
+ROLES = ("client", "leader", "helper", "collector")
+# Path under which an Aggregator serves its DAP resources (endpoint_for_task's answer).
+DAP_PREFIX = "/dap"
+DEFAULT_VERSION = "dap-18"
+
+Json = dict[str, Any]
+
+
+def ok(**extra: Any) -> Json:
+    return {"status": "success", **extra}
+
+
+def error(reason: str) -> Json:
+    return {"status": "error", "error": reason}
+
+
+# ---------------------------------------------------------------------------------------
+# Role state
+# ---------------------------------------------------------------------------------------
+
+
+@dataclass
+class CollectorTask:
+    task: Task
+    keypair: HpkeKeypair
+    auth_token: str
+    collector: Collector
+
+
+@dataclass
+class CollectionHandle:
+    version: str
+    task_id: bytes
+    job_url: str
+    request: CollectionJobReq
+    result: Json | None = None
+
+
+@dataclass
+class Node:
+    """What one `ppm interop serve` process holds."""
+
+    role: str
+    aggregator: AppState | None = None               # Leader / Helper
+    collector_tasks: dict[bytes, CollectorTask] = field(default_factory=dict)
+    handles: dict[str, CollectionHandle] = field(default_factory=dict)
+    _session: aiohttp.ClientSession | None = None
+
+    @property
+    def session(self) -> aiohttp.ClientSession:
+        if self._session is None:
+            self._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=60))
+        return self._session
+
+    async def close(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+
+
+# ---------------------------------------------------------------------------------------
+# Protocol versions
+# ---------------------------------------------------------------------------------------
+
+
+class Version(Protocol):
+    """The role commands of one DAP version. Adding DAP-09 is one more implementation of
+    this protocol and one entry in VERSIONS."""
+
+    async def aggregator_add_task(self, node: Node, body: Json) -> Json: ...
+    async def collector_add_task(self, node: Node, body: Json) -> Json: ...
+    async def upload(self, node: Node, body: Json) -> Json: ...
+    async def collection_start(self, node: Node, body: Json) -> Json: ...
+    async def collection_poll(self, node: Node, handle: CollectionHandle) -> Json: ...
+
+
+class Dap18:
+    """draft-ietf-ppm-dap-18 through dap.client, dap.collector and the aggregator apps."""
+
+    name = "dap-18"
+
+    async def aggregator_add_task(self, node: Node, body: Json) -> Json:
+        st = node.aggregator
+        assert st is not None
+        role = f.string(body, "role")
+        if role != node.role:
+            raise FieldError(f"role {role!r} sent to the {node.role}")
+        tf = f.task_from_fields(body)
+        verify_key = f.b64decode(f.require(body, "vdaf_verify_key"), "vdaf_verify_key")
+        if len(verify_key) != tf.vdaf.VERIFY_KEY_SIZE:
+            raise FieldError(f"vdaf_verify_key must be {tf.vdaf.VERIFY_KEY_SIZE} bytes, "
+                             f"got {len(verify_key)}")
+        collector_config = f.hpke_config(body, "collector_hpke_config")
+        token = f.auth_token(body, "leader_authentication_token")
+        collector_token = (f.auth_token(body, "collector_authentication_token")
+                           if role == "leader" else None)
+        options: Json = {}
+        if tf.max_batch_size is not None:
+            options["max_batch_size"] = tf.max_batch_size
+        record = TaskRecord(
+            task_id=bytes(tf.task.task_id), role=role, profile=self.name,
+            config=tf.task.configuration().encode(), vdaf_verify_key=verify_key,
+            collector_hpke_config=collector_config.encode(), aggregator_auth_token=token,
+            collector_auth_token=collector_token, options=json.dumps(options, sort_keys=True))
+        try:
+            _ = AggregatorTask.from_record(record).dp_policy
+        except (ValueError, KeyError, TypeError) as exc:
+            raise FieldError(f"task refused: {exc}") from None
+        with st.datastore.transaction() as tx:
+            existing = tx.get_task(record.task_id)
+            if existing is not None and existing != record:
+                return error("a different task with this task_id exists")
+            tx.put_task(record)
+        st.tasks.invalidate(record.task_id)
+        log.info("%s: added task %s (%s)", node.role, f.b64encode(record.task_id),
+                 type(tf.vdaf).__name__)
+        return ok(**({"notes": list(tf.notes)} if tf.notes else {}))
+
+    async def collector_add_task(self, node: Node, body: Json) -> Json:
+        tf = f.task_from_fields(body)
+        token = f.auth_token(body, "collector_authentication_token")
+        task_id = bytes(tf.task.task_id)
+        existing = node.collector_tasks.get(task_id)
+        if existing is not None and existing.task.configuration() == tf.task.configuration() \
+                and existing.auth_token == token:
+            keypair = existing.keypair
+        else:
+            keypair = generate_keypair(secrets.randbelow(256))
+            collector = Collector(tf.task, keypair, token, session=node.session)
+            node.collector_tasks[task_id] = CollectorTask(tf.task, keypair, token, collector)
+        log.info("collector: added task %s (%s)", f.b64encode(task_id), type(tf.vdaf).__name__)
+        return ok(collector_hpke_config=f.b64encode(keypair.config.encode()),
+                  **({"notes": list(tf.notes)} if tf.notes else {}))
+
+    async def upload(self, node: Node, body: Json) -> Json:
+        tf = f.task_from_fields(body)
+        measurement = f.measurement_from_json(tf.vdaf, f.require(body, "measurement"))
+        when = body.get("time")
+        time_seconds = f.integer(when, "time") if when is not None else None
+        client = Client(tf.task, session=node.session)
+        try:
+            result = await client.upload([measurement], time_seconds=time_seconds)
+        except UploadError as exc:
+            return error(str(exc))
+        except ClientError as exc:
+            return error(f"cannot build the report: {exc}")
+        except aiohttp.ClientError as exc:
+            return error(f"upload failed: {type(exc).__name__}: {exc}")
+        if result.rejected:
+            reasons = sorted({_report_error(e) for e in result.rejected.values()})
+            return error(f"report rejected by the Leader: {', '.join(reasons)}")
+        return ok()
+
+    async def collection_start(self, node: Node, body: Json) -> Json:
+        task_id = f.task_id_field(body)
+        ct = node.collector_tasks.get(task_id)
+        if ct is None:
+            raise FieldError("unknown task_id: add_task it first")
+        agg_param = (f.b64decode(body["agg_param"], "agg_param")
+                     if body.get("agg_param") is not None else b"")
+        query = f.query_from_json(f.require(body, "query"), ct.task)
+        try:
+            job_url, req = await ct.collector.start(query, agg_param)
+        except CollectionError as exc:
+            return error(str(exc))
+        except aiohttp.ClientError as exc:
+            return error(f"collection request failed: {type(exc).__name__}: {exc}")
+        handle = secrets.token_urlsafe(16)
+        node.handles[handle] = CollectionHandle(self.name, task_id, job_url, req)
+        return ok(handle=handle)
+
+    async def collection_poll(self, node: Node, handle: CollectionHandle) -> Json:
+        if handle.result is not None:
+            return handle.result
+        ct = node.collector_tasks[handle.task_id]
+        try:
+            resp, _ = await ct.collector.poll(handle.job_url)
+        except CollectionError as exc:
+            return error(str(exc))
+        except aiohttp.ClientError as exc:
+            return error(f"poll failed: {type(exc).__name__}: {exc}")
+        if resp is None:
+            return {"status": "in progress"}
+        try:
+            result = collect_result(ct.task, ct.keypair, handle.request, resp,
+                                    vdaf=ct.collector.vdaf)
+        except (ValueError, HpkeError) as exc:
+            handle.result = error(f"cannot decrypt or unshard the aggregate: {exc}")
+            return handle.result
+        tp = ct.task.time_precision
+        out: Json = {
+            "status": "complete", "report_count": result.report_count,
+            "interval_start": int(result.interval.start) * tp,
+            "interval_duration": int(result.interval.duration) * tp,
+            "result": f.result_to_json(result.aggregate_result)}
+        if ct.collector.policy is not None:
+            out["debiased_result"] = f.result_to_json(ct.collector.policy.debias_agg_result(
+                result.aggregate_result, result.report_count))
+        handle.result = out
+        try:
+            await ct.collector.delete(handle.job_url)
+        except (CollectionError, aiohttp.ClientError) as exc:
+            log.warning("could not delete collection job %s: %s", handle.job_url, exc)
+        return out
+
+
+def _report_error(err: ReportError | int) -> str:
+    try:
+        return ReportError(err).name.lower()
+    except ValueError:
+        return str(err)
+
+
+# dap_version -> implementation; None: reserved, answered "not yet supported".
+VERSIONS: dict[str, Version | None] = {
+    "dap-18": Dap18(),
+    "dap-09": None,
+}
+
+
+def version_of(body: Json) -> Version:
+    name = body.get("dap_version", DEFAULT_VERSION)
+    if not isinstance(name, str) or name not in VERSIONS:
+        raise FieldError(f"unknown dap_version {name!r}; known: {sorted(VERSIONS)}")
+    impl = VERSIONS[name]
+    if impl is None:
+        raise FieldError(f"dap_version {name!r} is not yet supported")
+    return impl
+
+
+# ---------------------------------------------------------------------------------------
+# HTTP layer
+# ---------------------------------------------------------------------------------------
+
+NODE_KEY: web.AppKey[Node] = web.AppKey("interop_node", Node)
+Command = Callable[[Node, Json], Awaitable[Json]]
+
+
+def command(func: Command) -> Callable[[web.Request], Awaitable[web.StreamResponse]]:
+    """Wrap a command: parse the JSON object, map FieldError to a status error, never let
+    an exception take the server down."""
+
+    async def handler(request: web.Request) -> web.StreamResponse:
+        raw = await request.read()
+        try:
+            body = json.loads(raw or b"{}")
+        except ValueError:
+            return web.json_response(error("request body is not JSON"), status=400)
+        if not isinstance(body, dict):
+            return web.json_response(error("request body must be a JSON object"), status=400)
+        node = request.app[NODE_KEY]
+        try:
+            out = await func(node, body)
+        except FieldError as exc:
+            out = error(str(exc))
+        except Exception as exc:  # noqa: BLE001 - report, log and stay up
+            log.exception("%s %s failed", node.role, request.path)
+            out = error(f"internal error: {type(exc).__name__}: {exc}")
+        if out.get("status") == "error":
+            log.warning("%s %s: %s", node.role, request.path, out.get("error"))
+        else:
+            log.info("%s %s: %s", node.role, request.path, out.get("status"))
+        return web.json_response(out)
+
+    return handler
+
+
+async def cmd_ready(node: Node, body: Json) -> Json:
+    return ok()
+
+
+async def cmd_endpoint_for_task(node: Node, body: Json) -> Json:
+    f.task_id_field(body)
+    role = f.string(body, "role")
+    if role != node.role:
+        raise FieldError(f"role {role!r} sent to the {node.role}")
+    version_of(body)
+    return ok(endpoint=DAP_PREFIX + "/")
+
+
+async def cmd_add_task(node: Node, body: Json) -> Json:
+    impl = version_of(body)
+    if node.role == "collector":
+        return await impl.collector_add_task(node, body)
+    return await impl.aggregator_add_task(node, body)
+
+
+async def cmd_upload(node: Node, body: Json) -> Json:
+    return await version_of(body).upload(node, body)
+
+
+async def cmd_collection_start(node: Node, body: Json) -> Json:
+    return await version_of(body).collection_start(node, body)
+
+
+async def cmd_collection_poll(node: Node, body: Json) -> Json:
+    handle_id = f.string(body, "handle")
+    handle = node.handles.get(handle_id)
+    if handle is None:
+        raise FieldError("unknown handle")
+    impl = VERSIONS.get(handle.version)
+    assert impl is not None
+    return await impl.collection_poll(node, handle)
+
+
+# role -> command name -> implementation (draft Sections 4.2 to 4.4).
+COMMANDS: dict[str, dict[str, Command]] = {
+    "client": {"ready": cmd_ready, "upload": cmd_upload},
+    "leader": {"ready": cmd_ready, "endpoint_for_task": cmd_endpoint_for_task,
+               "add_task": cmd_add_task},
+    "helper": {"ready": cmd_ready, "endpoint_for_task": cmd_endpoint_for_task,
+               "add_task": cmd_add_task},
+    "collector": {"ready": cmd_ready, "add_task": cmd_add_task,
+                  "collection_start": cmd_collection_start,
+                  "collection_poll": cmd_collection_poll},
+}
+
+
+async def not_found(request: web.Request) -> web.StreamResponse:
+    return web.json_response(error(f"no test API {request.path} for this role"), status=404)
+
+
+def build_interop_app(role: str, data_dir: str | Path | None = None, *,
+                      aggregator_overrides: dict[str, Any] | None = None) -> web.Application:
+    """The application of one role. For an Aggregator, the DAP app (with its background
+    worker) is mounted under DAP_PREFIX, its SQLite datastore in `data_dir` (a temporary
+    folder, removed on shutdown, when None)."""
+    if role not in ROLES:
+        raise ValueError(f"role must be one of {ROLES}")
+    node = Node(role)
+    app = web.Application(client_max_size=16 * 1024 * 1024)
+    app[NODE_KEY] = node
+    for name, func in COMMANDS[role].items():
+        app.router.add_post(f"/internal/test/{name}", command(func))
+    app.router.add_route("*", "/internal/test/{tail:.*}", not_found)
+    if role in ("leader", "helper"):
+        temp = data_dir is None
+        folder = Path(tempfile.mkdtemp(prefix=f"ppm-interop-{role}-") if temp
+                      else data_dir)  # type: ignore[arg-type]
+        folder.mkdir(parents=True, exist_ok=True)
+        config = AggregatorConfig(**{
+            "role": role, "datastore": str(folder / f"{role}.sqlite"),
+            "sqlite_synchronous": "NORMAL", "min_job_size": 1, "straggler_age": 0.0,
+            "worker_interval": 0.05, "retry_after": 1, **(aggregator_overrides or {})})
+        datastore = SqliteDatastore(config.datastore, config.sqlite_synchronous)
+        dap_app = build_app(config, datastore=datastore)
+        node.aggregator = dap_app[STATE_KEY]
+        app.add_subapp(DAP_PREFIX, dap_app)
+
+        async def close_datastore(app: web.Application) -> None:
+            datastore.close()
+            if temp:
+                shutil.rmtree(folder, ignore_errors=True)
+
+        app.on_cleanup.append(close_datastore)
+
+    async def close_node(app: web.Application) -> None:
+        await node.close()
+
+    app.on_cleanup.append(close_node)
+    return app
+
+
+def serve(role: str, host: str, port: int, data_dir: str | None = None,
+          log_dir: str | None = None) -> None:
+    """Run one role until interrupted (SIGINT / SIGTERM)."""
+    handlers: list[logging.Handler] = [logging.StreamHandler()]
+    if log_dir:
+        Path(log_dir).mkdir(parents=True, exist_ok=True)
+        handlers.append(logging.FileHandler(Path(log_dir) / f"{role}.log"))
+    logging.basicConfig(level=logging.INFO, handlers=handlers, force=True,
+                        format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    app = build_interop_app(role, data_dir)
+
+    def terminate(signum: int, frame: object) -> None:
+        # The test runner stops containers with SIGTERM: shut down cleanly (the worker
+        # stops, the datastore closes, a temporary data folder is removed).
+        raise GracefulExit()
+
+    signal.signal(signal.SIGTERM, terminate)
+    log.info("interop %s listening on http://%s:%d/internal/test/", role, host, port)
+    web.run_app(app, host=host, port=port, print=None, access_log=None)
