@@ -51,3 +51,28 @@ def test_successive_leader_selected_collections(tmp_path: Path) -> None:
             assert second.aggregate_result == [0, 0, 4]
             assert first.job_url != second.job_url
     asyncio.run(run())
+
+
+def test_dap_auth_token_header_is_accepted(tmp_path: Path) -> None:
+    """The Leader accepts the Collector's token in `DAP-Auth-Token` as well as in
+    `Authorization: Bearer`; a wrong token in either is refused."""
+    import aiohttp
+
+    from dap.messages import CollectionJobReq
+
+    async def run() -> None:
+        async with AggregatorPair(tmp_path) as pair:
+            pt = pair.provision(Prio3Histogram(2, 3, 2), min_batch_size=1)
+            url = pt.task.profile.resource_url("collection_jobs", pair.leader_url,
+                                               task_id=pt.task.task_id)
+            body = CollectionJobReq(pair.current_interval_query(pt), b"", ()).encode()
+            ctype = pt.task.profile.media_type_for("CollectionJobReq")
+            async with aiohttp.ClientSession() as session:
+                for headers, status in (
+                        ({"DAP-Auth-Token": "wrong"}, 403),
+                        ({"DAP-Auth-Token": pt.collector_auth_token}, 201),
+                        ({"Authorization": f"Bearer {pt.collector_auth_token}"}, 201)):
+                    async with session.post(url, data=body,
+                                            headers={**headers, "Content-Type": ctype}) as r:
+                        assert r.status == status, (headers, r.status, await r.text())
+    asyncio.run(run())

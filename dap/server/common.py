@@ -117,11 +117,14 @@ def b64url(data: bytes) -> str:
 
 
 def bearer_token(request: web.Request) -> str | None:
+    """The request's token: `Authorization: Bearer T` (DAP-18 Section 3.5's example), or
+    `DAP-Auth-Token: T`, which DAP-09 deployments, Janus and the interop test design use."""
     value = request.headers.get("Authorization", "")
     scheme, _, token = value.partition(" ")
-    if scheme.lower() != "bearer" or not token:
-        return None
-    return token.strip()
+    if scheme.lower() == "bearer" and token.strip():
+        return token.strip()
+    legacy = request.headers.get("DAP-Auth-Token", "").strip()
+    return legacy or None
 
 
 def authenticate(request: web.Request, task: AggregatorTask, collector: bool) -> None:
