@@ -25,8 +25,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from dap import hpke
 from dap.codec import DecodeError
-from dap.hpke import HpkeError, HpkeKeypair, open_base, seal_base, seal_base_deterministic
+from dap.hpke import HpkeError, HpkeKeypair
 from dap.messages09 import (
     AggregateShareAad,
     BatchSelector,
@@ -54,13 +55,6 @@ from dap.task09 import Task09, vdaf_parameters_of
 # ---------------------------------------------------------------------------------------
 
 
-def _seal(config: HpkeConfig, info: bytes, aad: bytes, plaintext: bytes,
-          ephemeral_ikm: bytes | None) -> HpkeCiphertext:
-    if ephemeral_ikm is None:
-        return seal_base(config, info, aad, plaintext)
-    return seal_base_deterministic(config, info, aad, plaintext, ephemeral_ikm)
-
-
 def seal_input_share(
     config: HpkeConfig,
     server_role: Role,
@@ -75,8 +69,8 @@ def seal_input_share(
         enc, payload = SealBase(pk, "dap-09 input share" || 0x01 || server_role,
                                 input_share_aad, plaintext_input_share)
     """
-    info = profile.input_share_info(server_role)
-    return _seal(config, info, aad.encode(), plaintext.encode(), ephemeral_ikm)
+    return hpke.seal_input_share(config, server_role, aad, plaintext, profile=profile,
+                                 ephemeral_ikm=ephemeral_ikm)
 
 
 def open_input_share(
@@ -90,8 +84,8 @@ def open_input_share(
     """Section 4.5.1.3. Raises :class:`dap.hpke.HpkeError` if decryption fails
     (``hpke_decrypt_error``) and :class:`dap.codec.DecodeError` if the plaintext is not a
     ``PlaintextInputShare`` (``invalid_message``)."""
-    info = profile.input_share_info(server_role)
-    return PlaintextInputShare.decode(open_base(keypair, ciphertext, info, aad.encode()))
+    return PlaintextInputShare.decode(
+        hpke.open_input_share_bytes(keypair, server_role, aad, ciphertext, profile=profile))
 
 
 def seal_aggregate_share(
@@ -108,8 +102,8 @@ def seal_aggregate_share(
         enc, payload = SealBase(pk, "dap-09 aggregate share" || server_role || 0x00,
                                 agg_share_aad, agg_share)
     """
-    info = profile.aggregate_share_info(server_role)
-    return _seal(config, info, aad.encode(), agg_share, ephemeral_ikm)
+    return hpke.seal_aggregate_share(config, server_role, aad, agg_share, profile=profile,
+                                     ephemeral_ikm=ephemeral_ikm)
 
 
 def open_aggregate_share(
@@ -121,13 +115,7 @@ def open_aggregate_share(
     profile: Profile = DAP_09,
 ) -> bytes:
     """Section 4.6.4, the Collector's side."""
-    info = profile.aggregate_share_info(server_role)
-    return open_base(keypair, ciphertext, info, aad.encode())
-
-
-# ---------------------------------------------------------------------------------------
-# Client (Section 4.4.2)
-# ---------------------------------------------------------------------------------------
+    return hpke.open_aggregate_share(keypair, server_role, aad, ciphertext, profile=profile)
 
 
 class Client09Error(ValueError):

@@ -25,6 +25,7 @@ import itertools
 import os
 from dataclasses import dataclass
 from enum import IntEnum
+from typing import Protocol
 
 from cryptography.hazmat.primitives.asymmetric import ec, x448, x25519
 from cryptography.hazmat.primitives.serialization import Encoding, NoEncryption, PrivateFormat
@@ -248,11 +249,18 @@ def open_base(keypair: HpkeKeypair, ciphertext: HpkeCiphertext, info: bytes, aad
 # ---------------------------------------------------------------------------------------
 
 
+class Encodable(Protocol):
+    """A message with `encode()`: the AADs and plaintexts of any DAP profile (DAP-18's and
+    DAP-09's structs differ, the HPKE steps do not; the profile gives the info strings)."""
+
+    def encode(self) -> bytes: ...
+
+
 def seal_input_share(
     config: HpkeConfig,
     server_role: Role,
-    aad: InputShareAad,
-    plaintext: PlaintextInputShare,
+    aad: InputShareAad | Encodable,
+    plaintext: PlaintextInputShare | Encodable,
     *,
     profile: Profile = DEFAULT_PROFILE,
     ephemeral_ikm: bytes | None = None,
@@ -271,7 +279,7 @@ def seal_input_share(
 def open_input_share(
     keypair: HpkeKeypair,
     server_role: Role,
-    aad: InputShareAad,
+    aad: InputShareAad | Encodable,
     ciphertext: HpkeCiphertext,
     *,
     profile: Profile = DEFAULT_PROFILE,
@@ -287,15 +295,28 @@ def open_input_share(
     (and the Leader's upload uses ``outdated_config``). The error message of the
     :class:`HpkeError` says which case it was; the caller picks the code.
     """
+    return PlaintextInputShare.decode(
+        open_input_share_bytes(keypair, server_role, aad, ciphertext, profile=profile))
+
+
+def open_input_share_bytes(
+    keypair: HpkeKeypair,
+    server_role: Role,
+    aad: InputShareAad | Encodable,
+    ciphertext: HpkeCiphertext,
+    *,
+    profile: Profile = DEFAULT_PROFILE,
+) -> bytes:
+    """The plaintext of an input share, undecoded (each profile decodes its own
+    ``PlaintextInputShare``)."""
     info = profile.input_share_info(server_role)
-    plaintext = open_base(keypair, ciphertext, info, aad.encode())
-    return PlaintextInputShare.decode(plaintext)
+    return open_base(keypair, ciphertext, info, aad.encode())
 
 
 def seal_aggregate_share(
     config: HpkeConfig,
     server_role: Role,
-    aad: AggregateShareAad,
+    aad: AggregateShareAad | Encodable,
     agg_share: bytes,
     *,
     profile: Profile = DEFAULT_PROFILE,
@@ -313,7 +334,7 @@ def seal_aggregate_share(
 def open_aggregate_share(
     keypair: HpkeKeypair,
     server_role: Role,
-    aad: AggregateShareAad,
+    aad: AggregateShareAad | Encodable,
     ciphertext: HpkeCiphertext,
     *,
     profile: Profile = DEFAULT_PROFILE,
