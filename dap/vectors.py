@@ -872,11 +872,15 @@ def _diff(expected: Any, actual: Any, path: str = "") -> Iterator[str]:
         yield f"{path}: file has {actual!r}, re-derived {expected!r}"
 
 
-def _check_message_file(doc: dict[str, Any], report: CheckReport, where: str) -> None:
+def check_message_cases(doc: dict[str, Any], report: CheckReport, where: str,
+                        types: dict[str, type], profile: Profile) -> None:
+    """Check a message file of any profile: each valid case's fields and encoding agree
+    both ways (and its base64url form), each invalid encoding is rejected with the recorded
+    problem type, and the media type is the profile's."""
     name = doc.get("message")
-    cls = _TYPES.get(name) if isinstance(name, str) else None
+    cls = types.get(name) if isinstance(name, str) else None
     if cls is None or not isinstance(name, str):
-        raise VectorError(f"{where}: unknown message type {name!r}")
+        raise VectorError(f"{where}: unknown {profile.name} message type {name!r}")
     for i, case in enumerate(doc.get("valid", [])):
         at = f"{where}: valid[{i}] ({case.get('description')})"
         try:
@@ -904,13 +908,39 @@ def _check_message_file(doc: dict[str, Any], report: CheckReport, where: str) ->
         else:
             report.errors.append(f"{at}: decodes, but must be rejected")
         report.checks += 1
-    if doc.get("media_type") != (
-        DEFAULT_PROFILE.media_type_for(name) if name in DEFAULT_PROFILE.message_types else None
-    ):
+    expected = profile.media_type_for(name) if name in profile.message_types else None
+    if doc.get("media_type") != expected:
         report.errors.append(f"{where}: wrong media_type")
 
 
-_EXAMPLE_MESSAGES: list[tuple[Callable[[dict[str, Any]], list[Any]], type[Struct]]] = [
+def _check_message_file(doc: dict[str, Any], report: CheckReport, where: str) -> None:
+    check_message_cases(doc, report, where, _TYPES, DEFAULT_PROFILE)
+
+
+ExampleMessages = list[tuple[Callable[[dict[str, Any]], list[Any]], type[Struct]]]
+
+
+def check_example_messages(doc: dict[str, Any], report: CheckReport, where: str,
+                           table: ExampleMessages) -> None:
+    """Every structured message of an example file agrees with its encoding, both ways."""
+    for getter, cls in table:
+        try:
+            items = getter(doc)
+        except (KeyError, TypeError) as exc:
+            report.errors.append(f"{where}: missing {cls.__name__}: {exc}")
+            continue
+        for item in items:
+            try:
+                value = cls.from_json(item["fields"])
+                encoding = _unhex(item["encoding"], "encoding")
+                if value.encode() != encoding or cls.decode(encoding) != value:
+                    report.errors.append(f"{where}: {cls.__name__} fields and encoding differ")
+            except (ValueError, KeyError, TypeError) as exc:
+                report.errors.append(f"{where}: {cls.__name__}: {exc}")
+            report.checks += 1
+
+
+_EXAMPLE_MESSAGES: ExampleMessages = [
     (lambda d: [d["task"]["task_configuration"]], TaskConfiguration),
     (lambda d: [h["config"] for h in d["hpke"].values()], HpkeConfig),
     (lambda d: list(d["hpke_config_lists"].values()), HpkeConfigList),
@@ -939,21 +969,7 @@ def _check_example_file(doc: dict[str, Any], report: CheckReport, where: str) ->
         report.errors.append(f"{where}: {problem}")
     report.checks += 1
     # 2. Every structured message in the file agrees with its encoding, both ways.
-    for getter, cls in _EXAMPLE_MESSAGES:
-        try:
-            items = getter(doc)
-        except (KeyError, TypeError) as exc:
-            report.errors.append(f"{where}: missing {cls.__name__}: {exc}")
-            continue
-        for item in items:
-            try:
-                value = cls.from_json(item["fields"])
-                encoding = _unhex(item["encoding"], "encoding")
-                if value.encode() != encoding or cls.decode(encoding) != value:
-                    report.errors.append(f"{where}: {cls.__name__} fields and encoding differ")
-            except (ValueError, KeyError, TypeError) as exc:
-                report.errors.append(f"{where}: {cls.__name__}: {exc}")
-            report.checks += 1
+    check_example_messages(doc, report, where, _EXAMPLE_MESSAGES)
     # 3. Decrypt every ciphertext with the recorded private keys.
     try:
         _decrypt_example(doc, report, where)

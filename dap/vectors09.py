@@ -14,7 +14,6 @@ HPKE ephemeral keys come from ``*_ephemeral_ikm`` values (test mode only).
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -26,7 +25,7 @@ from dap.client09 import (
     open_input_share,
     shard,
 )
-from dap.codec import DecodeError, Struct
+from dap.codec import DecodeError
 from dap.hpke import Aead, HpkeKeypair, Kdf, Kem, derive_keypair
 from dap.messages09 import (
     ALL_SCALARS,
@@ -75,14 +74,16 @@ from dap.task09 import Task09
 from dap.vectors import (
     FORMAT_VERSION,
     CheckReport,
+    ExampleMessages,
     VectorError,
     _diff,
     _dump,
     _hex,
     _msg,
     _unhex,
-    _value_from_json,
     _value_json,
+    check_example_messages,
+    check_message_cases,
 )
 
 SEED = b"ppm-reference dap-09 test vectors"
@@ -579,43 +580,10 @@ def generate(out_dir: Path, profile: Profile = DAP_09) -> list[Path]:
 
 
 def check_message_file(doc: dict[str, Any], report: CheckReport, where: str) -> None:
-    name = doc.get("message")
-    cls = _TYPES.get(name) if isinstance(name, str) else None
-    if cls is None or not isinstance(name, str):
-        raise VectorError(f"{where}: unknown DAP-09 message type {name!r}")
-    for i, case in enumerate(doc.get("valid", [])):
-        at = f"{where}: valid[{i}] ({case.get('description')})"
-        try:
-            value = _value_from_json(cls, case["fields"])
-            encoding = _unhex(case["encoding"], "encoding")
-            if value.encode() != encoding:
-                report.errors.append(f"{at}: fields encode to {value.encode().hex()}")
-            decoded = cls.decode(encoding)  # type: ignore[attr-defined]
-            if decoded != value or type(decoded) is not cls:
-                report.errors.append(f"{at}: encoding decodes to {decoded!r}")
-            if "base64url" in case and value.to_base64url() != case["base64url"]:
-                report.errors.append(f"{at}: base64url mismatch")
-        except (ValueError, KeyError, TypeError) as exc:
-            report.errors.append(f"{at}: {type(exc).__name__}: {exc}")
-        report.checks += 1
-    for i, case in enumerate(doc.get("invalid", [])):
-        at = f"{where}: invalid[{i}] ({case.get('description')})"
-        try:
-            cls.decode(_unhex(case["encoding"], "encoding"))  # type: ignore[attr-defined]
-        except DecodeError as exc:
-            if case.get("problem_type", exc.problem_type) != exc.problem_type:
-                report.errors.append(f"{at}: problem type {exc.problem_type}")
-        except (ValueError, KeyError) as exc:
-            report.errors.append(f"{at}: {type(exc).__name__}: {exc}")
-        else:
-            report.errors.append(f"{at}: decodes, but must be rejected")
-        report.checks += 1
-    expected = DAP_09.media_type_for(name) if name in DAP_09.message_types else None
-    if doc.get("media_type") != expected:
-        report.errors.append(f"{where}: wrong media_type")
+    check_message_cases(doc, report, where, _TYPES, DAP_09)
 
 
-_EXAMPLE_MESSAGES: list[tuple[Callable[[dict[str, Any]], list[Any]], type[Struct]]] = [
+_EXAMPLE_MESSAGES: ExampleMessages = [
     (lambda d: [h["config"] for h in d["hpke"].values()], HpkeConfig),
     (lambda d: list(d["hpke_config_lists"].values()), HpkeConfigList),
     (lambda d: [r["report"] for r in d["upload"]["reports"]], Report),
@@ -642,21 +610,7 @@ def check_example_file(doc: dict[str, Any], report: CheckReport, where: str) -> 
         report.errors.append(f"{where}: {problem}")
     report.checks += 1
     # 2. Structured fields and encodings agree, both ways.
-    for getter, cls in _EXAMPLE_MESSAGES:
-        try:
-            items = getter(doc)
-        except (KeyError, TypeError) as exc:
-            report.errors.append(f"{where}: missing {cls.__name__}: {exc}")
-            continue
-        for item in items:
-            try:
-                value = cls.from_json(item["fields"])
-                encoding = _unhex(item["encoding"], "encoding")
-                if value.encode() != encoding or cls.decode(encoding) != value:
-                    report.errors.append(f"{where}: {cls.__name__} fields and encoding differ")
-            except (ValueError, KeyError, TypeError) as exc:
-                report.errors.append(f"{where}: {cls.__name__}: {exc}")
-            report.checks += 1
+    check_example_messages(doc, report, where, _EXAMPLE_MESSAGES)
     # 3. Decrypt every ciphertext with the recorded private keys.
     keys = {role: HpkeKeypair(HpkeConfig.from_json(e["config"]["fields"]),
                               _unhex(e["private_key"], "private_key"))
