@@ -5,7 +5,6 @@ policy."""
 from __future__ import annotations
 
 import asyncio
-import secrets
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urljoin
@@ -151,7 +150,3 @@ def _error(status: int, content: bytes) -> CollectionError:
         return CollectionError(status, doc.type, doc.detail or "")
     except ProblemDocumentError:
         return CollectionError(status, "", content[:200].decode(errors="replace"))
-
-
-def new_collection_job_id() -> bytes:
-    return secrets.token_bytes(16)

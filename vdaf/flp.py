@@ -344,6 +344,15 @@ class Valid(Generic[Measurement, AggResult]):
         return wrapped
 
 
+def _wires(seeds: list[int], calls: list[list[int]], p: int) -> list[list[int]]:
+    """`wires[j][k]`: seed j at k = 0, the j-th input of call k at k >= 1, zero padding
+    to the wire polynomial length p (the shims of Appendix A.4)."""
+    pad = [0] * (p - 1 - len(calls))
+    if calls:
+        return [[s, *col, *pad] for s, col in zip(seeds, zip(*calls, strict=True), strict=True)]
+    return [[s, *pad] for s in seeds]
+
+
 class ProveGadget(Gadget):
     """Shim recording the input wires of each call while evaluating the gadget
     (Appendix A.4)."""
@@ -363,11 +372,7 @@ class ProveGadget(Gadget):
 
     def wires(self) -> list[list[int]]:
         """`wires[j][k]`: seed at k = 0, the j-th input of call k at k >= 1, zero padding."""
-        pad = [0] * (self.p - 1 - len(self.calls))
-        if self.calls:
-            return [[s, *col, *pad] for s, col in zip(self.seeds, zip(*self.calls, strict=True),
-                                                     strict=True)]
-        return [[s, *pad] for s in self.seeds]
+        return _wires(self.seeds, self.calls, self.p)
 
 
 class QueryGadget(Gadget):
@@ -406,11 +411,7 @@ class QueryGadget(Gadget):
         return self.poly[len(self.calls) * self.step]
 
     def wires(self) -> list[list[int]]:
-        pad = [0] * (self.p - 1 - len(self.calls))
-        if self.calls:
-            return [[s, *col, *pad] for s, col in zip(self.seeds, zip(*self.calls, strict=True),
-                                                     strict=True)]
-        return [[s, *pad] for s in self.seeds]
+        return _wires(self.seeds, self.calls, self.p)
 
 
 class CoefficientQueryGadget(QueryGadget):

@@ -12,7 +12,7 @@ from typing import Any
 
 from aiohttp import web
 
-from dap.core.errors import DapProblem, NotReady
+from dap.core.errors import DapProblem
 from dap.core.tasks import AggregatorTask, Keyring, TaskCache
 from dap.messages import Role, TaskID
 from dap.problems import PROBLEM_MEDIA_TYPE
@@ -172,5 +172,3 @@ def not_ready_response(config: AggregatorConfig, location: str | None = None,
 def state(request: web.Request) -> AppState:
     return request.app[STATE_KEY]
 
-
-__all__ = ["NotReady"]
