@@ -78,15 +78,19 @@ class ProblemDocument:
             unsupported_extensions=unsupported_extensions,
         )
 
-    def dap_problem(self, profile: Profile = DEFAULT_PROFILE) -> ProblemType | None:
-        """The DAP error type, or None if ``type`` is not in the DAP namespace."""
+    def dap_problem(self, profile: Profile = DEFAULT_PROFILE) -> str | None:
+        """The DAP error type (a :class:`ProblemType` for DAP-18, the token for another
+        profile's types such as DAP-09's ``reportRejected``), or None if ``type`` is not
+        one of the profile's."""
         if not self.type.startswith(profile.problem_type_prefix):
             return None
         token = self.type[len(profile.problem_type_prefix) :]
+        if token not in profile.problem_types:
+            return None
         try:
             return ProblemType(token)
         except ValueError:
-            return None
+            return token
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"type": self.type, "status": self.status}

@@ -75,6 +75,13 @@ class Profile:
     # DAP-09 and the interop test design use).
     auth_header: str
     auth_value_prefix: str
+    # "module:Class" of the task parameters (``Task`` with its TaskConfiguration for
+    # DAP-18, ``Task09`` for DAP-09); both have ``config_bytes`` / ``from_config_bytes``.
+    task_class: str = "dap.task:Task"
+    # Error tokens the protocol core raises that this profile spells differently (DAP-09
+    # has no invalidAggregationParameter, and one unauthorizedRequest for both
+    # authentication failures), as token -> this profile's token.
+    problem_aliases: Mapping[str, str] = field(default_factory=dict)
     # Number of Aggregators (VDAF shares).
     shares: int = 2
     notes: tuple[str, ...] = field(default=())
@@ -186,7 +193,20 @@ class Profile:
             raise ProfileError(f"no VDAF {name!r} in {self.name}") from None
         return getattr(importlib.import_module(module), cls)  # type: ignore[no-any-return]
 
+    def task_type(self) -> type[Any]:
+        """The class holding this profile's task parameters."""
+        module, cls = self.task_class.split(":")
+        return getattr(importlib.import_module(module), cls)  # type: ignore[no-any-return]
+
+    def task_from_config_bytes(self, task_id: bytes, data: bytes) -> Any:
+        """A task of this profile from its stored parameters."""
+        return self.task_type().from_config_bytes(task_id, data, self)
+
     # -- problem documents --------------------------------------------------------------
+    def problem_token(self, token: str) -> str:
+        """The profile's spelling of an error token raised by the protocol core."""
+        return self.problem_aliases.get(token, token)
+
     def problem_type_uri(self, token: str) -> str:
         if token not in self.problem_types:
             raise ProfileError(f"{token!r} is not a {self.name} problem type")
@@ -408,6 +428,14 @@ DAP_09 = Profile(
     # as one allowed scheme; Janus 0.7 and Daphne use it between Aggregators.
     auth_header="DAP-Auth-Token",
     auth_value_prefix="",
+    task_class="dap.task09:Task09",
+    problem_aliases=_frozen({
+        "unauthorized": "unauthorizedRequest",
+        "forbidden": "unauthorizedRequest",
+        "invalidAggregationParameter": "invalidMessage",
+        "unsupportedExtension": "invalidMessage",
+        "invalidExtension": "invalidMessage",
+    }),
 )
 
 PROFILES: Mapping[str, Profile] = _frozen({p.name: p for p in (DAP_18, DAP_09)})

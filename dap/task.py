@@ -23,7 +23,7 @@ from typing import Any
 from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
-from dap.codec import U16, U32, U64, CodecError, Struct, field_specs, wire
+from dap.codec import U16, U32, U64, CodecError, DecodeError, Struct, field_specs, wire
 from dap.messages import (
     BatchMode,
     Empty,
@@ -352,6 +352,21 @@ class Task:
             task_interval=self.task_interval,
             dp_policy=self.dp_policy,
         )
+
+    def config_bytes(self) -> bytes:
+        """How Aggregators store the task and Clients receive it: the encoded
+        ``TaskConfiguration`` (the DAP-09 counterpart is ``Task09.config_bytes``)."""
+        return self.configuration().encode()
+
+    @classmethod
+    def from_config_bytes(cls, task_id: bytes, data: bytes,
+                          profile: Profile = DEFAULT_PROFILE) -> Task:
+        """The inverse of :meth:`config_bytes`."""
+        try:
+            config = TaskConfiguration.decode(data)
+        except DecodeError as exc:
+            raise TaskError(f"invalid TaskConfiguration: {exc}") from None
+        return cls.from_configuration(task_id, config, profile)
 
     def vdaf(self) -> Any:
         """The task's VDAF object (needs the VDAF implementation, ``vdaf.prio3``)."""

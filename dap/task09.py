@@ -14,10 +14,12 @@ collector HPKE config, auth tokens) are not part of this object, as in :mod:`dap
 from __future__ import annotations
 
 import inspect
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from dap.messages import BatchMode
 from dap.messages09 import (
     AggregateShareAad,
     BatchSelector,
@@ -67,6 +69,11 @@ class Task09:
     max_batch_query_count: int = 1
     task_expiration: int | None = None  # a Time, in seconds
     profile: Profile = field(default=DAP_09, compare=False, repr=False)
+    # The task's DP policy (an encoded `dap.dp` spec), agreed out of band like every
+    # other DAP-09 parameter: DAP-09 binds no task configuration into its HPKE AADs, so
+    # unlike DAP-18 (task extension 0xFF00 in the TaskConfiguration) nothing
+    # cryptographic ties the policy to the reports; see `dap.dp`.
+    dp_policy: bytes | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "task_id", TaskID(self.task_id))
@@ -125,6 +132,53 @@ class Task09:
         if getattr(vdaf, "NONCE_SIZE", 16) != 16:
             raise Task09Error(f"DAP needs NONCE_SIZE 16, {self.vdaf_name} has {vdaf.NONCE_SIZE}")
         return vdaf
+
+    @property
+    def batch_mode(self) -> BatchMode:
+        """The DAP-18 batch mode that behaves like this query type (time_interval, or
+        leader_selected for fixed_size): the protocol core speaks in batch modes."""
+        return BatchMode.TIME_INTERVAL if self.query_type == QueryType.TIME_INTERVAL \
+            else BatchMode.LEADER_SELECTED
+
+    def config_bytes(self) -> bytes:
+        """The parameters as canonical JSON: how Aggregators store a DAP-09 task and how
+        `ppm task create` hands it to Clients and Collectors (DAP-09 has no wire
+        encoding of a task)."""
+        data: dict[str, Any] = {
+            "leader_aggregator_endpoint": self.leader_aggregator_endpoint,
+            "helper_aggregator_endpoint": self.helper_aggregator_endpoint,
+            "query_type": int(self.query_type), "time_precision": self.time_precision,
+            "min_batch_size": self.min_batch_size, "max_batch_size": self.max_batch_size,
+            "max_batch_query_count": self.max_batch_query_count,
+            "task_expiration": self.task_expiration, "vdaf": self.vdaf_name,
+            "vdaf_parameters": dict(self.vdaf_parameters),
+            "dp_policy": self.dp_policy.hex() if self.dp_policy is not None else None,
+        }
+        return json.dumps(data, sort_keys=True, separators=(",", ":")).encode()
+
+    @classmethod
+    def from_config_bytes(cls, task_id: bytes, data: bytes,
+                          profile: Profile = DAP_09) -> Task09:
+        """The inverse of :meth:`config_bytes`. Raises :class:`Task09Error`."""
+        try:
+            obj = json.loads(data)
+            dp = obj.get("dp_policy")
+            return cls(
+                task_id=TaskID(task_id),
+                leader_aggregator_endpoint=obj["leader_aggregator_endpoint"],
+                helper_aggregator_endpoint=obj["helper_aggregator_endpoint"],
+                query_type=QueryType(int(obj["query_type"])),
+                time_precision=int(obj["time_precision"]),
+                min_batch_size=int(obj["min_batch_size"]),
+                max_batch_size=obj.get("max_batch_size"),
+                max_batch_query_count=int(obj.get("max_batch_query_count", 1)),
+                task_expiration=obj.get("task_expiration"),
+                vdaf_name=obj["vdaf"],
+                vdaf_parameters=tuple(dict(obj.get("vdaf_parameters", {})).items()),
+                dp_policy=bytes.fromhex(dp) if dp is not None else None,
+                profile=profile)
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+            raise Task09Error(f"invalid DAP-09 task parameters: {exc}") from None
 
     def vdaf_ctx(self) -> bytes:
         """The VDAF application context: empty, VDAF-08 has none."""

@@ -235,11 +235,12 @@ class Node:
 _ID = r"[A-Za-z0-9_-]+"
 ROUTES: dict[str, list[tuple[str, re.Pattern[str], Any]]] = {
     "leader": [
-        ("POST", re.compile(rf"/tasks/(?P<task_id>{_ID})/reports"), leader_server.post_reports),
+        ("POST", re.compile(rf"/tasks/(?P<task_id>{_ID})/reports"),
+         leader_server.put_or_post_reports),
         ("POST", re.compile(rf"/tasks/(?P<task_id>{_ID})/collection_jobs"),
          leader_server.post_collection_jobs),
         ("GET", re.compile(rf"/tasks/(?P<task_id>{_ID})/collection_jobs/(?P<job_id>{_ID})"),
-         leader_server.get_collection_job),
+         leader_server.poll_collection_job),
         ("DELETE", re.compile(rf"/tasks/(?P<task_id>{_ID})/collection_jobs/(?P<job_id>{_ID})"),
          leader_server.delete_collection_job),
     ],

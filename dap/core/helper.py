@@ -13,7 +13,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from dap.client_core import encrypt_aggregate_share, input_share_aad
 from dap.codec import DecodeError
 from dap.core.buckets import (
     OutputShare,
@@ -27,24 +26,9 @@ from dap.core.buckets import (
 )
 from dap.core.errors import DapProblem, NotReady
 from dap.core.tasks import AggregatorTask, Keyring
-from dap.hpke import HpkeError, open_input_share
-from dap.messages import (
-    AggregateShare,
-    AggregateShareReq,
-    AggregationJobContinueReq,
-    AggregationJobExtensionType,
-    AggregationJobInitReq,
-    AggregationJobResp,
-    BatchMode,
-    BatchSelector,
-    CollectionJobReq,
-    Extension,
-    PlaintextInputShare,
-    ReportError,
-    ReportMetadata,
-    Role,
-    VerifyResp,
-)
+from dap.core.wire import InitItem, InitReq, Resp, ShareReq
+from dap.hpke import HpkeError
+from dap.messages import BatchMode, ReportError, Role, VerifyRespType
 from dap.storage import (
     AggregateShareJobRecord,
     AggregationJobRecord,
@@ -77,64 +61,54 @@ class JobResult:
 # -- report validation shared with the Leader (Section 4.5.2.4) ----------------------------
 
 
-def validate_report(task: AggregatorTask, metadata: ReportMetadata,
-                    private_extensions: Sequence[Extension], now: float,
-                    clock_skew: int) -> ReportError | None:
-    """Input share validation (Section 4.5.2.4) for checks that do not need the datastore."""
-    report_time = int(metadata.time)
-    skew_units = -(-clock_skew // task.task.time_precision)
-    if report_time > task.now_time(now) + skew_units:
-        return ReportError.REPORT_TOO_EARLY
-    interval = task.task.task_interval
-    if interval is not None:
-        if report_time < int(interval.start):
-            return ReportError.TASK_NOT_STARTED
-        if report_time >= interval.end:
-            return ReportError.TASK_EXPIRED
-    # DAP-18 defines no report extension types: any extension is unrecognized.
-    public = [e.extension_type for e in metadata.public_extensions]
-    private = [e.extension_type for e in private_extensions]
-    if public or private:
-        return ReportError.INVALID_MESSAGE
-    if len(set(public + private)) != len(public) + len(private):
+def validate_report(task: AggregatorTask, metadata: Any, extension_types: Sequence[int],
+                    now: float, clock_skew: int,
+                    check_too_early: bool = True) -> ReportError | None:
+    """Input share validation (DAP-18 Section 4.5.2.4, DAP-09 Section 4.5.1.4) for the
+    checks that do not need the datastore."""
+    err = task.wire.time_error(task, metadata, now, clock_skew, check_too_early)
+    if err is not None:
+        return err
+    # Neither draft defines a report extension type: any extension is unrecognized.
+    public = task.wire.public_extension_types(metadata)
+    if public or extension_types:
         return ReportError.INVALID_MESSAGE
     return None
 
 
+@dataclass
+class Decrypted:
+    payload: bytes                  # the VDAF input share
+    extension_types: list[int]
+
+
 def decrypt_input_share(task: AggregatorTask, keyring: Keyring, role: Role,
-                        metadata: ReportMetadata, public_share: bytes,
-                        ciphertext: Any) -> PlaintextInputShare | ReportError:
-    """Input share decryption (Section 4.5.2.3)."""
+                        metadata: Any, public_share: bytes,
+                        ciphertext: Any) -> Decrypted | ReportError:
+    """Input share decryption (DAP-18 Section 4.5.2.3, DAP-09 Section 4.5.1.3)."""
     keypair = keyring.get(ciphertext.config_id)
     if keypair is None:
         # The draft: "If the HPKE configuration ID is unrecognized or decryption fails,
         # the Aggregator marks the report share as invalid with the error
         # hpke_decrypt_error" (although hpke_unknown_config_id exists).
         return ReportError.HPKE_DECRYPT_ERROR
-    aad = input_share_aad(task.task, metadata, public_share)
     try:
-        return open_input_share(keypair, role, aad, ciphertext, profile=task.profile)
+        payload, types = task.wire.open_input_share(task, keypair, role, metadata,
+                                                    public_share, ciphertext)
     except HpkeError:
         return ReportError.HPKE_DECRYPT_ERROR
     except DecodeError:
         return ReportError.INVALID_MESSAGE
+    return Decrypted(payload, types)
 
 
 # -- aggregation job initialization (Section 4.5.2.2) --------------------------------------
 
 
-def _check_init_request(task: AggregatorTask, req: AggregationJobInitReq) -> bytes | None:
+def _check_init_request(task: AggregatorTask, req: InitReq) -> bytes | None:
     """The checks that fail the whole job. Returns the leader-selected batch ID."""
     tid = task.task_id
-    unknown = [e.extension_type for e in req.extensions
-               if e.extension_type != AggregationJobExtensionType.LEADER_SELECTED_BATCH_ID]
-    if unknown:
-        raise DapProblem("unsupportedExtension", "unknown aggregation job extension",
-                         task_id=tid, unsupported_extensions=unknown)
-    try:
-        batch_id = req.leader_selected_batch_id()
-    except DecodeError as exc:
-        raise DapProblem("invalidMessage", f"bad batch ID extension: {exc}", task_id=tid) from None
+    batch_id = req.batch_id
     if task.batch_mode == BatchMode.LEADER_SELECTED and batch_id is None:
         raise DapProblem("invalidMessage", "leader_selected_batch_id extension missing",
                          task_id=tid)
@@ -150,29 +124,42 @@ def _check_init_request(task: AggregatorTask, req: AggregationJobInitReq) -> byt
             raise ValueError("not valid")
     except ValueError as exc:
         raise DapProblem("invalidAggregationParameter", str(exc), task_id=tid) from None
-    ids = [bytes(v.report_share.report_metadata.report_id) for v in req.verify_inits]
+    ids = [item.report_id for item in req.items]
     if len(set(ids)) != len(ids):
         raise DapProblem("invalidMessage", "duplicate report IDs", task_id=tid)
     if not ids:
         raise DapProblem("invalidMessage", "aggregation job without reports", task_id=tid)
-    return bytes(batch_id) if batch_id is not None else None
+    return batch_id
 
 
 def create_aggregation_job(tx: Transaction, task: AggregatorTask, body: bytes,
                            asynchronous: bool, keyring: Keyring, now: float,
-                           clock_skew: int) -> JobResult:
-    """Handle a POST to `aggregation_jobs`: validate, create the job (or return the
-    existing one for a byte-identical request) and, unless asynchronous, process it."""
+                           clock_skew: int, job_id: bytes | None = None) -> JobResult:
+    """Handle a request creating an aggregation job: validate, create the job (or return
+    the existing one for a byte-identical request) and, unless asynchronous, process it.
+
+    DAP-18 (POST, Section 4.5.2.2): the Helper chooses the job ID. DAP-09 (PUT, Section
+    4.5.1.2): the Leader chose `job_id`; the same ID with another request, or once the job
+    has been continued, is refused."""
     request_hash = digest(body)
-    existing = tx.find_aggregation_job_by_hash(task.task_id, request_hash)
-    if existing is not None and existing.role == "helper" and existing.state != "deleted":
-        return JobResult(existing.job_id, existing.response, existing.step)
-    try:
-        req = AggregationJobInitReq.decode(body)
-    except DecodeError as exc:
-        raise DapProblem("invalidMessage", str(exc), task_id=task.task_id) from None
+    tid = task.task_id
+    if job_id is not None:
+        existing = tx.get_aggregation_job(tid, job_id)
+        if existing is not None:
+            if existing.role != "helper" or existing.request_hash != request_hash:
+                raise DapProblem("invalidMessage", "the aggregation job exists with another "
+                                 "request", 409, task_id=tid)
+            if existing.step != 0 or existing.state == "deleted":
+                raise DapProblem("invalidMessage", "the aggregation job was continued or "
+                                 "deleted", 409, task_id=tid)
+            return JobResult(existing.job_id, existing.response, existing.step)
+    else:
+        existing = tx.find_aggregation_job_by_hash(tid, request_hash)
+        if existing is not None and existing.role == "helper" and existing.state != "deleted":
+            return JobResult(existing.job_id, existing.response, existing.step)
+    req = task.wire.decode_init_req(task, body)
     batch_id = _check_init_request(task, req)
-    job = AggregationJobRecord(task_id=task.task_id, job_id=secrets.token_bytes(16),
+    job = AggregationJobRecord(task_id=tid, job_id=job_id or secrets.token_bytes(16),
                                role="helper", state="active", step=0, agg_param=req.agg_param,
                                batch_id=batch_id, request=body, request_hash=request_hash)
     tx.put_aggregation_job(job)
@@ -184,75 +171,76 @@ def create_aggregation_job(tx: Transaction, task: AggregatorTask, body: bytes,
 def process_aggregation_job(tx: Transaction, task: AggregatorTask, job: AggregationJobRecord,
                             keyring: Keyring, now: float, clock_skew: int) -> None:
     """Compute the response to a stored init request and commit what finished."""
-    req = AggregationJobInitReq.decode(job.request)
+    req = task.wire.decode_init_req(task, job.request)
     vdaf = task.vdaf
     ctx = task.task.vdaf_ctx()
     verify_key = task.verify_keys[req.verification_key_id]
-    responses: list[VerifyResp | None] = []
+    responses: list[Resp | None] = []
     records: list[ReportAggregationRecord] = []
     to_commit: list[tuple[int, OutputShare]] = []
     outbound: dict[int, bytes] = {}
-    for ord_, vi in enumerate(req.verify_inits):
-        share = vi.report_share
-        md = share.report_metadata
-        rid = bytes(md.report_id)
-        rec = ReportAggregationRecord(task.task_id, job.job_id, ord_, rid, int(md.time),
+    for ord_, item in enumerate(req.items):
+        rid = item.report_id
+        rec = ReportAggregationRecord(task.task_id, job.job_id, ord_, rid, item.time,
                                       "rejected")
         records.append(rec)
-        error = _init_one(tx, task, keyring, job, md, share, now, clock_skew)
+        error = _init_one(tx, task, keyring, job, item, now, clock_skew)
         if isinstance(error, ReportError):
             rec.error = int(error)
-            responses.append(VerifyResp.reject(rid, error))
+            responses.append(_reject(rid, error))
             continue
         state = ping_pong_helper_init(vdaf, verify_key, ctx, req.agg_param, rid,
-                                      share.public_share, error.payload, vi.payload)
+                                      item.public_share, error.payload, item.payload)
         if isinstance(state, Rejected):
             rec.error = int(ReportError.VDAF_VERIFY_ERROR)
-            responses.append(VerifyResp.reject(rid, ReportError.VDAF_VERIFY_ERROR))
+            responses.append(_reject(rid, ReportError.VDAF_VERIFY_ERROR))
         elif isinstance(state, FinishedWithOutbound):
             rec.state = "finished"
-            bucket = bucket_for(task, int(md.time), job.batch_id)
-            to_commit.append((ord_, OutputShare(rid, int(md.time), bucket, state.out_share)))
+            bucket = bucket_for(task, item.time, job.batch_id)
+            to_commit.append((ord_, OutputShare(rid, item.time, bucket, state.out_share)))
             outbound[ord_] = state.outbound
             responses.append(None)
         else:
             assert isinstance(state, Continued)
             rec.state = "active"
             rec.verify_state = vdaf.encode_verify_state(state.verify_state)
-            responses.append(VerifyResp.continue_(rid, state.outbound))
+            responses.append(Resp(rid, VerifyRespType.CONTINUE, state.outbound))
     failed = commit_output_shares(tx, task, job.agg_param, [s for _, s in to_commit])
     for ord_, committed in to_commit:
         err = failed.get(bytes(committed.report_id))
         if err is not None:
             records[ord_].state = "rejected"
             records[ord_].error = int(err)
-            responses[ord_] = VerifyResp.reject(committed.report_id, err)
+            responses[ord_] = _reject(committed.report_id, err)
         else:
-            responses[ord_] = VerifyResp.continue_(committed.report_id, outbound[ord_])
+            responses[ord_] = Resp(committed.report_id, VerifyRespType.CONTINUE,
+                                   outbound[ord_])
     tx.put_report_aggregations(records)
-    job.response = AggregationJobResp(tuple(r for r in responses if r is not None)).encode()
+    job.response = task.wire.encode_job_resp([r for r in responses if r is not None])
     job.state = "active" if any(r.state == "active" for r in records) else "finished"
     tx.update_aggregation_job(job)
 
 
+def _reject(report_id: bytes, error: ReportError) -> Resp:
+    return Resp(bytes(report_id), VerifyRespType.REJECT, error=error)
+
+
 def _init_one(tx: Transaction, task: AggregatorTask, keyring: Keyring, job: AggregationJobRecord,
-              md: ReportMetadata, share: Any, now: float,
-              clock_skew: int) -> PlaintextInputShare | ReportError:
-    rid = bytes(md.report_id)
-    bucket = bucket_for(task, int(md.time), job.batch_id)
-    err = commit_error(tx, task, rid, int(md.time), bucket)
+              item: InitItem, now: float, clock_skew: int) -> Decrypted | ReportError:
+    bucket = bucket_for(task, item.time, job.batch_id)
+    err = commit_error(tx, task, item.report_id, item.time, bucket)
     if err is not None:
         return err
-    plaintext = decrypt_input_share(task, keyring, Role.HELPER, md, share.public_share,
-                                    share.encrypted_input_share)
+    plaintext = decrypt_input_share(task, keyring, Role.HELPER, item.metadata,
+                                    item.public_share, item.ciphertext)
     if isinstance(plaintext, ReportError):
         return plaintext
-    err = validate_report(task, md, plaintext.private_extensions, now, clock_skew)
+    err = validate_report(task, item.metadata, plaintext.extension_types, now, clock_skew)
     if err is not None:
         return err
     try:
         task.vdaf.decode_input_share(1, plaintext.payload)
-        task.vdaf.decode_public_share(share.public_share)
+        task.vdaf.decode_public_share(item.public_share)
     except ValueError:
         return ReportError.INVALID_MESSAGE
     return plaintext
@@ -273,23 +261,20 @@ def continue_aggregation_job(tx: Transaction, task: AggregatorTask, job_id: byte
                              body: bytes) -> JobResult:
     job = _get_job(tx, task, job_id)
     tid = task.task_id
-    try:
-        req = AggregationJobContinueReq.decode(body)
-    except DecodeError as exc:
-        raise DapProblem("invalidMessage", str(exc), task_id=tid) from None
-    if req.step == 0:
+    step, continues = task.wire.decode_continue_req(task, body)
+    if step == 0:
         raise DapProblem("invalidMessage", "continuation step 0", task_id=tid)
-    if req.step == job.step and job.last_continue_hash:
+    if step == job.step and job.last_continue_hash:
         if digest(body) != job.last_continue_hash:
             raise DapProblem("invalidMessage", "a different request for the same step",
                              task_id=tid)
         return JobResult(job.job_id, job.response, job.step)
-    if req.step != job.step + 1:
+    if step != job.step + 1:
         raise DapProblem("stepMismatch", f"job is at step {job.step}, request for step "
-                         f"{req.step}", task_id=tid)
+                         f"{step}", task_id=tid)
     records = tx.get_report_aggregations(tid, job.job_id)
     active = {r.report_id: r for r in records if r.state == "active"}
-    ids = [bytes(c.report_id) for c in req.verify_continues]
+    ids = [rid for rid, _ in continues]
     if len(set(ids)) != len(ids) or any(i not in active for i in ids):
         raise DapProblem("invalidMessage", "report IDs do not match the job's reports",
                          task_id=tid)
@@ -299,46 +284,46 @@ def continue_aggregation_job(tx: Transaction, task: AggregatorTask, job_id: byte
         raise DapProblem("invalidMessage", "reports out of order", task_id=tid)
     vdaf = task.vdaf
     ctx = task.task.vdaf_ctx()
-    responses: list[VerifyResp] = []
+    responses: list[Resp] = []
     to_commit: list[tuple[ReportAggregationRecord, OutputShare, bytes | None]] = []
-    for c in req.verify_continues:
-        rec = active.pop(bytes(c.report_id))
+    for rid, payload in continues:
+        rec = active.pop(rid)
         prev = Continued(vdaf.decode_verify_state(rec.verify_state or b""), job.step,
                          b"")
-        state = ping_pong_helper_continued(vdaf, ctx, job.agg_param, prev, c.payload)
+        state = ping_pong_helper_continued(vdaf, ctx, job.agg_param, prev, payload)
         if isinstance(state, Rejected):
             rec.state, rec.error = "rejected", int(ReportError.VDAF_VERIFY_ERROR)
-            responses.append(VerifyResp.reject(rec.report_id, ReportError.VDAF_VERIFY_ERROR))
+            responses.append(_reject(rec.report_id, ReportError.VDAF_VERIFY_ERROR))
         elif isinstance(state, Continued):
             rec.verify_state = vdaf.encode_verify_state(state.verify_state)
-            responses.append(VerifyResp.continue_(rec.report_id, state.outbound))
+            responses.append(Resp(rec.report_id, VerifyRespType.CONTINUE, state.outbound))
         else:
             assert isinstance(state, Finished | FinishedWithOutbound)
             out = state.outbound if isinstance(state, FinishedWithOutbound) else None
             bucket = bucket_for(task, rec.time, job.batch_id)
             to_commit.append((rec, OutputShare(rec.report_id, rec.time, bucket,
                                                state.out_share), out))
-            responses.append(VerifyResp.finish(rec.report_id))  # replaced below
+            responses.append(Resp(rec.report_id, VerifyRespType.FINISH))  # replaced below
         tx.update_report_aggregation(rec)
     for rec in active.values():  # omitted by the Leader: it rejected them
         rec.state, rec.error = "rejected", int(ReportError.VDAF_VERIFY_ERROR)
         tx.update_report_aggregation(rec)
     failed = commit_output_shares(tx, task, job.agg_param, [s for _, s, _ in to_commit])
-    by_id = {bytes(r.report_id): i for i, r in enumerate(responses)}
+    by_id = {r.report_id: i for i, r in enumerate(responses)}
     for rec, _share, out in to_commit:
         err = failed.get(rec.report_id)
         if err is not None:
             rec.state, rec.error = "rejected", int(err)
-            responses[by_id[rec.report_id]] = VerifyResp.reject(rec.report_id, err)
+            responses[by_id[rec.report_id]] = _reject(rec.report_id, err)
         else:
             rec.state = "finished"
-            responses[by_id[rec.report_id]] = (VerifyResp.continue_(rec.report_id, out)
-                                               if out is not None
-                                               else VerifyResp.finish(rec.report_id))
+            responses[by_id[rec.report_id]] = (Resp(rec.report_id, VerifyRespType.CONTINUE,
+                                                    out) if out is not None
+                                               else Resp(rec.report_id, VerifyRespType.FINISH))
         tx.update_report_aggregation(rec)
-    job.step = req.step
+    job.step = step
     job.last_continue_hash = digest(body)
-    job.response = AggregationJobResp(tuple(responses)).encode()
+    job.response = task.wire.encode_job_resp(responses)
     still_active = any(r.state == "active" for r in tx.get_report_aggregations(tid, job.job_id))
     job.state = "active" if still_active else "finished"
     tx.update_aggregation_job(job)
@@ -373,11 +358,12 @@ class ShareResult:
 
 def create_aggregate_share(tx: Transaction, task: AggregatorTask, body: bytes,
                            asynchronous: bool) -> ShareResult:
-    """Handle a POST to `aggregate_shares`. Validation, the batch-mismatch check and
-    marking the batch collected happen here, in the request's transaction; computing
-    the (noised) encrypted share happens here too unless `asynchronous`, in which case
-    `finish_aggregate_share` does it in the background (DP noise is then drawn off the
-    request path)."""
+    """Handle a POST to `aggregate_shares` (DAP-18 Section 4.6.4, DAP-09 Section 4.6.2).
+    Validation, the batch-mismatch check and marking the batch collected happen here, in
+    the request's transaction; computing the (noised) encrypted share happens here too
+    unless `asynchronous`, in which case `finish_aggregate_share` does it in the
+    background (DP noise is then drawn off the request path; DAP-09 has no asynchronous
+    answer)."""
     request_hash = digest(body)
     existing = tx.find_aggregate_share_job_by_hash(task.task_id, request_hash)
     if existing is not None:
@@ -386,19 +372,19 @@ def create_aggregate_share(tx: Transaction, task: AggregatorTask, body: bytes,
                              task_id=task.task_id)
         return ShareResult(existing.share_id, existing.response)
     tid = task.task_id
-    try:
-        req = AggregateShareReq.decode(body)
-    except DecodeError as exc:
-        # invalidExtension for unsorted collection job extensions (Sections 4.6.2, 4.6.4).
-        raise DapProblem(exc.problem_type, str(exc), task_id=tid) from None
-    merged = _select_batch(tx, task, req.collection_job_req, req.batch_selector)
+    req = task.wire.decode_share_req(task, body)
+    merged = _select_batch(tx, task, req)
     if merged.report_count < task.task.min_batch_size:
         raise DapProblem("invalidBatchSize", f"{merged.report_count} reports, fewer than "
                          f"min_batch_size {task.task.min_batch_size}", task_id=tid)
-    if merged.report_count != req.report_count or merged.checksum != bytes(req.checksum):
+    limit = task.batch_size_limit
+    if limit is not None and merged.report_count > limit:
+        raise DapProblem("invalidBatchSize", f"{merged.report_count} reports, more than "
+                         f"max_batch_size {limit}", task_id=tid)
+    if merged.report_count != req.report_count or merged.checksum != req.checksum:
         raise DapProblem("batchMismatch", f"Helper has {merged.report_count} reports, Leader "
                          f"{req.report_count}, or the checksums differ", task_id=tid)
-    _mark_collected(tx, task, req.batch_selector)
+    _mark_collected(tx, task, req)
     job = AggregateShareJobRecord(tid, secrets.token_bytes(16), body, request_hash, "start")
     tx.put_aggregate_share_job(job)
     if not asynchronous:
@@ -406,71 +392,70 @@ def create_aggregate_share(tx: Transaction, task: AggregatorTask, body: bytes,
     return ShareResult(job.share_id, job.response)
 
 
-def _select_batch(tx: Transaction, task: AggregatorTask, cjr: CollectionJobReq,
-                  selector: BatchSelector) -> Any:
+def _select_batch(tx: Transaction, task: AggregatorTask, req: ShareReq) -> Any:
     tid = task.task_id
-    if selector.batch_mode != task.batch_mode or cjr.query.batch_mode != task.batch_mode:
+    coll = req.coll
+    if coll.batch_mode != task.batch_mode:
         raise DapProblem("invalidMessage", "batch mode does not match the task", task_id=tid)
-    if cjr.extensions:
-        raise DapProblem("unsupportedExtension", "unknown collection job extension",
-                         task_id=tid,
-                         unsupported_extensions=[e.extension_type for e in cjr.extensions])
     vdaf = task.vdaf
     try:
-        if not vdaf.is_valid(vdaf.decode_agg_param(cjr.agg_param), []):
+        if not vdaf.is_valid(vdaf.decode_agg_param(coll.agg_param), []):
             raise ValueError("invalid")
     except ValueError:
         raise DapProblem("invalidMessage", "invalid aggregation parameter",
                          task_id=tid) from None
     if task.batch_mode == BatchMode.TIME_INTERVAL:
-        interval = selector.batch_interval
-        query = cjr.query.batch_interval
+        interval = req.interval
+        query = coll.interval
+        assert interval is not None and query is not None
         if int(interval.start) < int(query.start) or interval.end > query.end:
             raise DapProblem("invalidMessage", "batch selector outside the query",
                              task_id=tid)
         check_batch_interval(tx, task, interval)
-        if other_agg_params(tx, task, None, interval, cjr.agg_param):
+        if other_agg_params(tx, task, None, interval, coll.agg_param):
             raise DapProblem("invalidMessage", "batch aggregated with another aggregation "
                              "parameter", task_id=tid)
-        records = buckets_of_interval(tx, task, interval, cjr.agg_param)
+        records = buckets_of_interval(tx, task, interval, coll.agg_param)
     else:
-        batch_id = bytes(selector.batch_id)
+        assert req.batch_id is not None
+        batch_id = req.batch_id
         if tx.is_bucket_collected(tid, batch_id):
             raise DapProblem("batchOverlap", "batch already collected", task_id=tid)
-        if other_agg_params(tx, task, [batch_id], None, cjr.agg_param):
+        if other_agg_params(tx, task, [batch_id], None, coll.agg_param):
             raise DapProblem("invalidMessage", "batch aggregated with another aggregation "
                              "parameter", task_id=tid)
-        records = [r for r in tx.list_buckets(tid, [batch_id]) if r.agg_param == cjr.agg_param]
-    return merge_buckets(task, cjr.agg_param, records)
+        records = [r for r in tx.list_buckets(tid, [batch_id]) if r.agg_param == coll.agg_param]
+    return merge_buckets(task, coll.agg_param, records)
 
 
-def _mark_collected(tx: Transaction, task: AggregatorTask, selector: BatchSelector) -> None:
-    if task.batch_mode == BatchMode.TIME_INTERVAL:
-        interval = selector.batch_interval
-        tx.mark_interval_collected(task.task_id, int(interval.start), interval.end)
+def _mark_collected(tx: Transaction, task: AggregatorTask, req: ShareReq) -> None:
+    if req.interval is not None:
+        tx.mark_interval_collected(task.task_id, int(req.interval.start), req.interval.end)
     else:
-        tx.mark_buckets_collected(task.task_id, [bytes(selector.batch_id)])
+        assert req.batch_id is not None
+        tx.mark_buckets_collected(task.task_id, [req.batch_id])
 
 
 def finish_aggregate_share(tx: Transaction, task: AggregatorTask,
                            job: AggregateShareJobRecord) -> None:
     """Compute, noise (DP policy) and encrypt the Helper's aggregate share. The batch is
     already collected, so its buckets no longer change."""
-    req = AggregateShareReq.decode(job.request)
-    cjr = req.collection_job_req
-    if task.batch_mode == BatchMode.TIME_INTERVAL:
-        records = buckets_of_interval(tx, task, req.batch_selector.batch_interval, cjr.agg_param)
+    req = task.wire.decode_share_req(task, job.request)
+    agg_param = req.coll.agg_param
+    if req.interval is not None:
+        records = buckets_of_interval(tx, task, req.interval, agg_param)
     else:
-        records = [r for r in tx.list_buckets(task.task_id, [bytes(req.batch_selector.batch_id)])
-                   if r.agg_param == cjr.agg_param]
-    merged = merge_buckets(task, cjr.agg_param, records)
+        assert req.batch_id is not None
+        records = [r for r in tx.list_buckets(task.task_id, [req.batch_id])
+                   if r.agg_param == agg_param]
+    merged = merge_buckets(task, agg_param, records)
     agg_share = merged.agg_share
     if task.dp_policy is not None:
         agg_share = task.dp_policy.add_noise_to_agg_share(agg_share)
     encoded = task.vdaf.encode_agg_share(agg_share)
-    ciphertext = encrypt_aggregate_share(task.task, task.collector_hpke_config, Role.HELPER,
-                                         cjr, encoded)
-    job.response = AggregateShare(ciphertext).encode()
+    ciphertext = task.wire.encrypt_agg_share(task, Role.HELPER, req.coll, req.interval,
+                                             req.batch_id, encoded)
+    job.response = task.wire.encode_agg_share(ciphertext)
     job.state = "finished"
     tx.update_aggregate_share_job(job)
 

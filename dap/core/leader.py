@@ -26,27 +26,12 @@ from dap.core.errors import DapProblem, NotReady
 from dap.core.helper import decrypt_input_share, digest, validate_report
 from dap.core.tasks import AggregatorTask, Keyring
 from dap.messages import (
-    AggregateShare,
-    AggregateShareReq,
-    AggregationJobContinueReq,
-    AggregationJobExtension,
-    AggregationJobInitReq,
-    AggregationJobResp,
     BatchID,
     BatchMode,
-    BatchSelector,
-    CollectionJobReq,
-    CollectionJobResp,
+    Interval,
     Report,
     ReportError,
-    ReportID,
-    ReportShare,
-    ReportUploadStatus,
     Role,
-    UploadErrors,
-    UploadRequest,
-    VerifyContinue,
-    VerifyInit,
     VerifyRespType,
 )
 from dap.storage import (
@@ -70,37 +55,38 @@ from vdaf.ping_pong import (
 
 
 def upload(tx: Transaction, task: AggregatorTask, keyring: Keyring, body: bytes, now: float,
-           clock_skew: int) -> UploadErrors | None:
-    """Store the accepted reports of an `UploadRequest`; the others get a ReportError.
+           clock_skew: int) -> list[tuple[bytes, ReportError]]:
+    """Store the accepted reports of an upload (DAP-18 `UploadRequest`, Section 4.4.2.2;
+    DAP-09 one `Report`, Section 4.4.2); returns the others with their ReportError (the
+    server turns them into `UploadErrors` or a DAP-09 problem document).
 
     Checks that need decryption (private extensions, the input share itself) and the
     anti-replay check against aggregated reports happen before aggregation, as the draft
     allows. A report with public extensions aborts the request with
     `unsupportedExtension` (DAP-18 defines no report extension), so nothing is stored."""
     tid = task.task_id
+    w = task.wire
     try:
-        req = UploadRequest.decode(body)
+        reports = w.decode_upload(body)
     except DecodeError as exc:
         raise DapProblem("invalidMessage", str(exc), task_id=tid) from None
-    unsupported = sorted({e.extension_type for r in req.reports
-                          for e in r.report_metadata.public_extensions})
+    unsupported = sorted({t for r in reports
+                          for t in w.public_extension_types(r.report_metadata)})
     if unsupported:
         raise DapProblem("unsupportedExtension", "unrecognized public report extensions",
                          task_id=tid, unsupported_extensions=unsupported)
     statuses = []
-    skew_units = -(-clock_skew // task.task.time_precision)
-    now_units = task.now_time(now)
-    interval = task.task.task_interval
-    for report in req.reports:
+    for report in reports:
         md = report.report_metadata
         rid = bytes(md.report_id)
-        t = int(md.time)
+        t = w.report_time(task, md)
         error: ReportError | None = None
+        window = w.time_error(task, md, now, clock_skew)
         if keyring.get(report.leader_encrypted_input_share.config_id) is None:
             error = ReportError.OUTDATED_CONFIG
-        elif t > now_units + skew_units:
-            error = ReportError.REPORT_TOO_EARLY
-        elif interval is not None and not interval.contains(t):
+        elif window == ReportError.REPORT_TOO_EARLY:
+            error = window
+        elif window is not None:
             error = ReportError.REPORT_DROPPED
         elif task.batch_mode == BatchMode.TIME_INTERVAL and \
                 tx.interval_overlaps_collected(tid, t, t + 1):
@@ -111,8 +97,8 @@ def upload(tx: Transaction, task: AggregatorTask, keyring: Keyring, body: bytes,
                                                          created_at=now)):
             error = ReportError.REPORT_REPLAYED
         if error is not None:
-            statuses.append(ReportUploadStatus(md.report_id, error))
-    return UploadErrors(tuple(statuses)) if statuses else None
+            statuses.append((rid, error))
+    return statuses
 
 
 # -- aggregation job creation (Section 4.5.2.1) ---------------------------------------------
@@ -145,7 +131,7 @@ def create_aggregation_jobs(tx: Transaction, task: AggregatorTask, keyring: Keyr
     verify_key = task.verify_keys[0]
     ready: list[tuple[ClientReportRecord, Report, Continued]] = []
     for rec in reports:
-        report = Report.decode(rec.report)
+        report = task.wire.decode_report(rec.report)
         outcome = _leader_init_one(tx, task, keyring, rec, report, vdaf, ctx, verify_key, now,
                                    clock_skew)
         if isinstance(outcome, ReportError):
@@ -163,7 +149,7 @@ def _leader_init_one(tx: Transaction, task: AggregatorTask, keyring: Keyring,
                      verify_key: bytes, now: float, clock_skew: int) -> Continued | ReportError:
     md = report.report_metadata
     rid = bytes(md.report_id)
-    t = int(md.time)
+    t = rec.time
     if tx.is_report_aggregated(task.task_id, rid):
         return ReportError.REPORT_REPLAYED
     if task.batch_mode == BatchMode.TIME_INTERVAL and \
@@ -174,8 +160,8 @@ def _leader_init_one(tx: Transaction, task: AggregatorTask, keyring: Keyring,
     if isinstance(plaintext, ReportError):
         return plaintext
     # The report was within the clock skew when uploaded; it is not re-judged "too early".
-    err = validate_report(task, md, plaintext.private_extensions, max(now, t *
-                          task.task.time_precision), clock_skew)
+    err = validate_report(task, md, plaintext.extension_types, now, clock_skew,
+                          check_too_early=False)
     if err is not None:
         return err
     try:
@@ -231,14 +217,8 @@ def _store_job(tx: Transaction, task: AggregatorTask, batch_id: bytes | None,
                now: float) -> AggregationJobRecord:
     tid = task.task_id
     job_id = secrets.token_bytes(16)
-    extensions: tuple[AggregationJobExtension, ...] = ()
-    if batch_id is not None:
-        extensions = (AggregationJobExtension.leader_selected_batch_id(batch_id),)
-    inits = tuple(
-        VerifyInit(ReportShare(report.report_metadata, report.public_share,
-                               report.helper_encrypted_input_share), state.outbound)
-        for _, report, state in chunk)
-    body = AggregationJobInitReq(0, b"", extensions, inits).encode()
+    body = task.wire.encode_init_req(task, b"", batch_id,
+                                     [(report, state.outbound) for _, report, state in chunk])
     job = AggregationJobRecord(tid, job_id, "leader", "active", 0, b"", batch_id, body,
                                digest(body), created_at=now, next_attempt_at=now)
     tx.put_aggregation_job(job)
@@ -265,19 +245,19 @@ def process_aggregation_job_response(tx: Transaction, task: AggregatorTask,
     records = [r for r in tx.get_report_aggregations(tid, job.job_id)
                if r.state in ("active", "finished_outbound")]
     try:
-        resp = AggregationJobResp.decode(body)
+        resps = task.wire.decode_job_resp(body)
     except DecodeError as exc:
         abandon_aggregation_job(tx, task, job, f"malformed AggregationJobResp: {exc}")
         return
-    if [bytes(v.report_id) for v in resp.verify_resps] != [r.report_id for r in records]:
+    if [v.report_id for v in resps] != [r.report_id for r in records]:
         abandon_aggregation_job(tx, task, job, "report IDs of the response do not match")
         return
     to_commit: list[tuple[ReportAggregationRecord, OutputShare]] = []
-    continues: list[VerifyContinue] = []
-    for rec, vr in zip(records, resp.verify_resps, strict=True):
-        if vr.verify_resp_type == VerifyRespType.REJECT:
-            rec.state, rec.error = "rejected", int(vr.report_error or 0)
-        elif vr.verify_resp_type == VerifyRespType.CONTINUE and rec.state == "active":
+    continues: list[tuple[bytes, bytes]] = []
+    for rec, vr in zip(records, resps, strict=True):
+        if vr.kind == VerifyRespType.REJECT:
+            rec.state, rec.error = "rejected", int(vr.error or 0)
+        elif vr.kind == VerifyRespType.CONTINUE and rec.state == "active":
             prev = Continued(vdaf.decode_verify_state(rec.verify_state or b""), job.step, b"")
             state = ping_pong_leader_continued(vdaf, ctx, job.agg_param, prev, vr.payload or b"")
             if isinstance(state, Finished):
@@ -286,14 +266,14 @@ def process_aggregation_job_response(tx: Transaction, task: AggregatorTask,
                                                    state.out_share)))
             elif isinstance(state, Continued):
                 rec.verify_state = vdaf.encode_verify_state(state.verify_state)
-                continues.append(VerifyContinue(ReportID(rec.report_id), state.outbound))
+                continues.append((rec.report_id, state.outbound))
             elif isinstance(state, FinishedWithOutbound):
                 rec.state = "finished_outbound"
                 rec.verify_state = vdaf.encode_out_share(state.out_share)
-                continues.append(VerifyContinue(ReportID(rec.report_id), state.outbound))
+                continues.append((rec.report_id, state.outbound))
             else:
                 rec.state, rec.error = "rejected", int(ReportError.VDAF_VERIFY_ERROR)
-        elif vr.verify_resp_type == VerifyRespType.FINISH and rec.state == "finished_outbound":
+        elif vr.kind == VerifyRespType.FINISH and rec.state == "finished_outbound":
             out_share = vdaf.decode_out_share(None, rec.verify_state or b"")
             to_commit.append((rec, OutputShare(rec.report_id, rec.time,
                                                bucket_for(task, rec.time, job.batch_id),
@@ -315,7 +295,7 @@ def process_aggregation_job_response(tx: Transaction, task: AggregatorTask,
             tx.set_report_states(tid, [rec.report_id], "failed", job.job_id, rec.error)
     if continues:
         job.step += 1
-        job.request = AggregationJobContinueReq(job.step, tuple(continues)).encode()
+        job.request = task.wire.encode_continue_req(job.step, continues)
     else:
         job.state = "finished"
     job.attempts = 0
@@ -339,20 +319,27 @@ def abandon_aggregation_job(tx: Transaction, task: AggregatorTask, job: Aggregat
 
 
 def create_collection_job(tx: Transaction, task: AggregatorTask, body: bytes,
-                          now: float) -> bytes:
-    """Validate a `CollectionJobReq` and create the job; a byte-identical request returns
-    the existing job (Section 3.2)."""
+                          now: float, job_id: bytes | None = None) -> bytes:
+    """Validate a collection request and create the job.
+
+    DAP-18 (POST, Section 4.6.1): a byte-identical request returns the existing job
+    (Section 3.2). DAP-09 (PUT, Section 4.6.1): the Collector chose `job_id`; the same ID
+    with the same request is the same job, with another request an error."""
     tid = task.task_id
     request_hash = digest(body)
-    existing = tx.find_collection_job_by_hash(tid, request_hash)
-    if existing is not None:
-        return existing.job_id
-    try:
-        req = CollectionJobReq.decode(body)
-    except DecodeError as exc:
-        # invalidExtension for unsorted extensions (Section 4.6.2), else invalidMessage.
-        raise DapProblem(exc.problem_type, str(exc), task_id=tid) from None
-    if req.query.batch_mode != task.batch_mode:
+    if job_id is not None:
+        existing = tx.get_collection_job(tid, job_id)
+        if existing is not None:
+            if existing.request_hash != request_hash or existing.state == "deleted":
+                raise DapProblem("invalidMessage", "the collection job exists with another "
+                                 "request", 409, task_id=tid)
+            return existing.job_id
+    else:
+        existing = tx.find_collection_job_by_hash(tid, request_hash)
+        if existing is not None:
+            return existing.job_id
+    req = task.wire.decode_collection_req(task, body)
+    if req.batch_mode != task.batch_mode:
         raise DapProblem("invalidMessage", "query batch mode does not match the task",
                          task_id=tid)
     vdaf = task.vdaf
@@ -362,15 +349,26 @@ def create_collection_job(tx: Transaction, task: AggregatorTask, body: bytes,
     except ValueError:
         raise DapProblem("invalidAggregationParameter", "invalid aggregation parameter",
                          task_id=tid) from None
-    if req.extensions:
-        raise DapProblem("unsupportedExtension", "unknown collection job extension",
-                         task_id=tid,
-                         unsupported_extensions=[e.extension_type for e in req.extensions])
-    if task.batch_mode == BatchMode.TIME_INTERVAL:
-        interval = req.query.batch_interval
-        check_batch_interval(tx, task, interval)
-    job = CollectionJobRecord(tid, secrets.token_bytes(16), body, request_hash, "start",
-                              created_at=now, next_attempt_at=now)
+    if req.interval is not None:
+        check_batch_interval(tx, task, req.interval)
+    batch_id = None
+    if req.batch_id is not None:
+        # DAP-09 by_batch_id: a batch the Leader made (Section 4.6.5.2.1).
+        known = {b.batch_id: b for b in tx.list_leader_batches(tid, ("open", "collecting",
+                                                                     "collected"))}
+        batch = known.get(req.batch_id)
+        if batch is None:
+            raise DapProblem("batchInvalid", "unknown batch ID", task_id=tid)
+        if batch.state != "open" or tx.is_bucket_collected(tid, req.batch_id):
+            # Prio3 has one aggregation parameter: a collected batch has been queried as
+            # often as DAP-09 Section 4.6.5 allows, whatever max_batch_query_count is.
+            raise DapProblem("batchQueriedTooManyTimes", "the batch was already collected",
+                             task_id=tid)
+        batch.state = "collecting"
+        tx.update_leader_batch(batch)
+        batch_id = req.batch_id
+    job = CollectionJobRecord(tid, job_id or secrets.token_bytes(16), body, request_hash,
+                              "start", batch_id=batch_id, created_at=now, next_attempt_at=now)
     tx.put_collection_job(job)
     return job.job_id
 
@@ -390,10 +388,13 @@ def prepare_collection(tx: Transaction, task: AggregatorTask, job: CollectionJob
     `AggregateShareReq`. Returns None to wait. A job already past this point returns the
     same request again."""
     tid = task.task_id
-    req = CollectionJobReq.decode(job.request)
+    req = task.wire.decode_collection_req(task, job.request)
+    sel_interval: Interval | None = None
+    sel_batch: bytes | None = None
     if task.batch_mode == BatchMode.TIME_INTERVAL:
-        interval = req.query.batch_interval
-        selector = BatchSelector.time_interval(interval)
+        interval = req.interval
+        assert interval is not None
+        sel_interval = interval
         if job.state == "start":
             if tx.interval_overlaps_collected(tid, int(interval.start), interval.end):
                 # Another job froze an overlapping interval since this one was created.
@@ -424,7 +425,7 @@ def prepare_collection(tx: Transaction, task: AggregatorTask, job: CollectionJob
             return None
         assert job.batch_id is not None
         batch_id = job.batch_id
-        selector = BatchSelector.leader_selected(batch_id)
+        sel_batch = batch_id
         if job.state == "start":
             if tx.count_active_aggregation_jobs(tid, batch_id=batch_id):
                 return None
@@ -436,14 +437,16 @@ def prepare_collection(tx: Transaction, task: AggregatorTask, job: CollectionJob
                     if b.batch_id == batch_id:
                         b.state = "open"
                         tx.update_leader_batch(b)
-                job.batch_id = None
-                tx.update_collection_job(job)
+                if req.batch_id is None:  # by_batch_id (DAP-09) stays with its batch
+                    job.batch_id = None
+                    tx.update_collection_job(job)
                 return None
             tx.mark_buckets_collected(tid, [batch_id])
         else:
             merged = merge_buckets(task, req.agg_param, [
                 r for r in tx.list_buckets(tid, [batch_id]) if r.agg_param == req.agg_param])
-    body = AggregateShareReq(req, selector, merged.report_count, merged.checksum).encode()
+    body = task.wire.encode_share_req(task, req, sel_interval, sel_batch, merged.report_count,
+                                      merged.checksum)
     if job.state == "start":
         job.state = "collecting"
         tx.update_collection_job(job)
@@ -480,21 +483,19 @@ def finish_collection(tx: Transaction, task: AggregatorTask, job: CollectionJobR
     """Combine the Helper's `AggregateShare` with the Leader's own (noised by the task's
     DP policy) into the `CollectionJobResp`."""
     try:
-        helper_share = AggregateShare.decode(helper_body)
+        helper_ct = task.wire.decode_agg_share(helper_body)
     except DecodeError as exc:
         fail_collection(tx, job, "invalidMessage", f"malformed AggregateShare: {exc}")
         return
-    req = CollectionJobReq.decode(job.request)
+    req = task.wire.decode_collection_req(task, job.request)
     agg_share = share_request.merged.agg_share
     if task.dp_policy is not None:
         agg_share = task.dp_policy.add_noise_to_agg_share(agg_share)
-    from dap.client_core import encrypt_aggregate_share
-
-    leader_ct = encrypt_aggregate_share(task.task, task.collector_hpke_config, Role.LEADER, req,
-                                        task.vdaf.encode_agg_share(agg_share))
-    resp = CollectionJobResp(share_request.merged.report_count, share_request.merged.interval,
-                             leader_ct, helper_share.encrypted_aggregate_share)
-    job.response = resp.encode()
+    leader_ct = task.wire.encrypt_agg_share(task, Role.LEADER, req, req.interval, job.batch_id,
+                                            task.vdaf.encode_agg_share(agg_share))
+    merged = share_request.merged
+    job.response = task.wire.encode_collection(task, req, job.batch_id, merged.report_count,
+                                               merged.interval, leader_ct, helper_ct)
     job.state = "finished"
     tx.update_collection_job(job)
     if job.batch_id is not None:
@@ -518,9 +519,9 @@ def release_refused_collection(tx: Transaction, task: AggregatorTask,
     the job and unfreeze the batch, so that its reports can still be collected later
     (rather than being refused as `batch_collected` forever)."""
     if job.state == "collecting":
-        req = CollectionJobReq.decode(job.request)
-        if task.batch_mode == BatchMode.TIME_INTERVAL:
-            interval = req.query.batch_interval
+        req = task.wire.decode_collection_req(task, job.request)
+        if req.interval is not None:
+            interval = req.interval
             tx.unmark_interval_collected(task.task_id, int(interval.start), interval.end)
         elif job.batch_id is not None:
             tx.unmark_buckets_collected(task.task_id, [job.batch_id])

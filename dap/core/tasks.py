@@ -11,11 +11,12 @@ from typing import Any
 
 from dap.codec import DecodeError
 from dap.core.errors import DapProblem
+from dap.core.wire import Wire, wire_for
 from dap.hpke import HpkeKeypair, generate_keypair
-from dap.messages import BatchMode, HpkeConfig, HpkeConfigList, Role, TaskConfiguration
+from dap.messages import BatchMode, HpkeConfig, HpkeConfigList, Role
 from dap.profile import Profile, get_profile
 from dap.storage import HpkeKeyRecord, TaskRecord, Transaction
-from dap.task import Task, TaskError
+from dap.task import TaskError
 
 
 @dataclass(frozen=True)
@@ -43,7 +44,7 @@ class AggregatorTask:
     """A task as one Aggregator holds it: the agreed configuration and its secrets."""
 
     record: TaskRecord
-    task: Task
+    task: Any                       # dap.task.Task (DAP-18) or dap.task09.Task09
     role: Role
     options: TaskOptions
     collector_hpke_config: HpkeConfig
@@ -51,10 +52,9 @@ class AggregatorTask:
 
     @classmethod
     def from_record(cls, record: TaskRecord) -> AggregatorTask:
-        profile = get_profile(record.profile)
         try:
-            config = TaskConfiguration.decode(record.config)
-            task = Task.from_configuration(record.task_id, config, profile)
+            profile = get_profile(record.profile)
+            task = profile.task_from_config_bytes(record.task_id, record.config)
             collector = HpkeConfig.decode(record.collector_hpke_config)
         except (DecodeError, TaskError, ValueError) as exc:
             raise ValueError(f"stored task {record.task_id.hex()} is invalid: {exc}") from exc
@@ -75,9 +75,10 @@ class AggregatorTask:
     def vdaf(self) -> Any:
         return self.task.vdaf()
 
-    @cached_property
-    def configuration(self) -> TaskConfiguration:
-        return self.task.configuration()
+    @property
+    def wire(self) -> Wire:
+        """The profile's messages, as the protocol core uses them."""
+        return wire_for(self.task.profile.name)
 
     @property
     def batch_mode(self) -> BatchMode:
@@ -85,7 +86,15 @@ class AggregatorTask:
 
     @property
     def max_batch_size(self) -> int:
-        return self.options.max_batch_size or self.task.min_batch_size
+        """Leader-selected (fixed_size): the size the Leader fills a batch to."""
+        return (getattr(self.task, "max_batch_size", None) or self.options.max_batch_size
+                or self.task.min_batch_size)
+
+    @property
+    def batch_size_limit(self) -> int | None:
+        """An upper bound on a batch's size that the Aggregators enforce (DAP-09
+        fixed_size ``max_batch_size``, Section 4.6.5.2.2); DAP-18 has none."""
+        return getattr(self.task, "max_batch_size", None)
 
     @cached_property
     def dp_policy(self) -> Any:
@@ -134,6 +143,10 @@ class TaskCache:
             raise DapProblem("unrecognizedTask", f"this aggregator is not the task's {role.name}",
                              404, task_id=key)
         return task
+
+    def peek(self, task_id: bytes) -> AggregatorTask | None:
+        """A loaded task, without touching the datastore."""
+        return self._tasks.get(bytes(task_id))
 
     def invalidate(self, task_id: bytes | None = None) -> None:
         if task_id is None:

@@ -8,6 +8,7 @@ keys) is under `/internal/`, enabled by an `admin_token` in the configuration.
 from __future__ import annotations
 
 import asyncio
+import binascii
 import contextlib
 import logging
 import time
@@ -17,6 +18,8 @@ from aiohttp import web
 
 from dap.core.errors import DapProblem
 from dap.core.tasks import add_hpke_key
+from dap.messages import TaskID
+from dap.profile import DEFAULT_PROFILE, get_profile
 from dap.server import admin
 from dap.server import helper as helper_routes
 from dap.server import leader as leader_routes
@@ -29,14 +32,29 @@ log = logging.getLogger("ppm.server")
 
 
 async def get_hpke_config(request: web.Request) -> web.StreamResponse:
-    """GET {aggregator}/hpke_config (Section 4.4.1): the active configurations, newest
-    (preferred) first, cacheable."""
-    st = state(request)
-    config_list = st.keyring().config_list()
-    from dap.profile import DEFAULT_PROFILE
+    """GET {aggregator}/hpke_config (DAP-18 Section 4.4.1; DAP-09 Section 4.4.1 with
+    `?task_id=`): the active configurations, newest (preferred) first, cacheable.
 
+    The keys are the Aggregator's, not a task's. With a `task_id` the task must exist
+    (`unrecognizedTask` otherwise, as DAP-09 requires) and the answer has its profile's
+    media type: exactly `application/dap-hpke-config-list` for a DAP-09 task, which
+    DAP-09 Clients check. Without one, DAP-18's."""
+    st = state(request)
+    profile = DEFAULT_PROFILE
+    raw = request.query.get("task_id")
+    if raw is not None:
+        try:
+            task_id = bytes(TaskID.from_base64url(raw))
+        except (ValueError, binascii.Error, TypeError):
+            raise DapProblem("unrecognizedTask", "malformed task ID", 404) from None
+        with st.datastore.transaction() as tx:
+            record = tx.get_task(task_id)
+        if record is None or record.role != st.config.role:
+            raise DapProblem("unrecognizedTask", "unknown task", 404, task_id=task_id)
+        profile = get_profile(record.profile)
+    config_list = st.keyring().config_list()
     return web.Response(body=config_list.encode(), headers={
-        "Content-Type": DEFAULT_PROFILE.media_type_for("HpkeConfigList"),
+        "Content-Type": profile.media_type_for("HpkeConfigList"),
         "Cache-Control": f"max-age={st.config.hpke_cache_max_age}",
     })
 

@@ -58,9 +58,12 @@ class AppState:
 
 
 def problem_response(problem: DapProblem, profile: Profile = DEFAULT_PROFILE) -> web.Response:
-    doc: dict[str, Any] = {"status": problem.status, "title": problem.token}
-    if problem.dap_type and problem.token in profile.problem_types:
-        doc["type"] = profile.problem_type_uri(problem.token)
+    """The problem document of an error (DAP-18 Section 3.6, DAP-09 Section 3.2), with the
+    error types of the task's profile."""
+    token = profile.problem_token(problem.token)
+    doc: dict[str, Any] = {"status": problem.status, "title": token}
+    if (problem.dap_type or token != problem.token) and token in profile.problem_types:
+        doc["type"] = profile.problem_type_uri(token)
     else:
         doc["type"] = "about:blank"
     if problem.detail:
@@ -81,7 +84,7 @@ async def problem_middleware(request: web.Request, handler: Handler) -> web.Stre
     try:
         return await handler(request)
     except DapProblem as problem:
-        return problem_response(problem)
+        return problem_response(problem, _problem_profile(request, problem))
     except web.HTTPException as exc:
         if exc.status >= 400 and exc.content_type != PROBLEM_MEDIA_TYPE:
             return problem_response(DapProblem(exc.reason, exc.text or "", exc.status,
@@ -91,6 +94,25 @@ async def problem_middleware(request: web.Request, handler: Handler) -> web.Stre
         log.exception("internal error handling %s %s", request.method, request.path)
         return problem_response(DapProblem("internalError", "internal server error", 500,
                                            dap_type=False))
+
+
+def _problem_profile(request: web.Request, problem: DapProblem) -> Profile:
+    """The profile whose error types answer a problem: the task's, when the problem names
+    a task the app has loaded (and DAP-18's otherwise)."""
+    if problem.task_id is None:
+        return DEFAULT_PROFILE
+    st = request.app.get(STATE_KEY)
+    task = st.tasks.peek(problem.task_id) if st is not None else None
+    return task.profile if task is not None else DEFAULT_PROFILE
+
+
+def require_method(request: web.Request, task: AggregatorTask, operation: str) -> None:
+    """Resources shared by both profiles take the method the task's profile gives the
+    operation (e.g. DAP-18 POSTs reports, DAP-09 PUTs them)."""
+    method, _ = task.profile.request(operation)
+    if request.method != method:
+        raise DapProblem("methodNotAllowed", f"{task.profile.name} tasks use {method} for "
+                         f"{operation}", 405, task_id=task.task_id, dap_type=False)
 
 
 def task_id_param(request: web.Request) -> bytes:
@@ -128,8 +150,9 @@ def bearer_token(request: web.Request) -> str | None:
 
 
 def authenticate(request: web.Request, task: AggregatorTask, collector: bool) -> None:
-    """Bearer-token authentication (Section 3.5), compared in constant time. Checked
-    before anything is read or written."""
+    """Token authentication (DAP-18 Section 3.5, DAP-09 Section 3.1), compared in constant
+    time. Checked before anything is read or written. Either header is accepted for
+    either profile."""
     token = bearer_token(request)
     if token is None:
         raise DapProblem("unauthorized", "missing bearer token", 401, task_id=task.task_id,

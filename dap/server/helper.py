@@ -19,6 +19,7 @@ from dap.server.common import (
     message_response,
     not_ready_response,
     read_body,
+    require_method,
     state,
     task_id_param,
 )
@@ -32,9 +33,10 @@ def _job_id(request: web.Request) -> bytes:
 
 
 async def post_aggregation_jobs(request: web.Request) -> web.StreamResponse:
-    """POST {helper}/tasks/{task-id}/aggregation_jobs (Section 4.5.2.2)."""
+    """POST {helper}/tasks/{task-id}/aggregation_jobs (DAP-18 Section 4.5.2.2)."""
     st = state(request)
     task = st.task(task_id_param(request), Role.HELPER)
+    require_method(request, task, "aggregation_job_init")
     authenticate(request, task, collector=False)
     body = await read_body(request, task, "AggregationJobInitReq")
     keyring = st.keyring()
@@ -49,8 +51,27 @@ async def post_aggregation_jobs(request: web.Request) -> web.StreamResponse:
     return message_response(task, "AggregationJobResp", result.response, 201, location)
 
 
+async def put_aggregation_job(request: web.Request) -> web.StreamResponse:
+    """PUT {helper}/tasks/{task-id}/aggregation_jobs/{id} (DAP-09 Section 4.5.1.2): the
+    Leader names the job; answered synchronously, 201 with the AggregationJobResp."""
+    st = state(request)
+    task = st.task(task_id_param(request), Role.HELPER)
+    require_method(request, task, "aggregation_job_init")
+    authenticate(request, task, collector=False)
+    job_id = _job_id(request)
+    body = await read_body(request, task, "AggregationJobInitReq")
+    keyring = st.keyring()
+    with st.datastore.transaction() as tx:
+        result = core.create_aggregation_job(tx, task, body, False, keyring, st.clock(),
+                                             st.config.clock_skew, job_id=job_id)
+    assert result.response is not None
+    return message_response(task, "AggregationJobResp", result.response,
+                            task.wire.statuses["aggregation_job_init"])
+
+
 async def post_aggregation_job(request: web.Request) -> web.StreamResponse:
-    """POST {helper}/tasks/{task-id}/aggregation_jobs/{id}: continue (Section 4.5.4.2)."""
+    """POST {helper}/tasks/{task-id}/aggregation_jobs/{id}: continue (DAP-18 Section
+    4.5.4.2, DAP-09 Section 4.5.2.2)."""
     st = state(request)
     task = st.task(task_id_param(request), Role.HELPER)
     authenticate(request, task, collector=False)
@@ -96,20 +117,25 @@ async def delete_aggregation_job(request: web.Request) -> web.StreamResponse:
 
 
 async def post_aggregate_shares(request: web.Request) -> web.StreamResponse:
-    """POST {helper}/tasks/{task-id}/aggregate_shares (Section 4.6.4)."""
+    """POST {helper}/tasks/{task-id}/aggregate_shares (DAP-18 Section 4.6.4, DAP-09
+    Section 4.6.2)."""
     st = state(request)
     task = st.task(task_id_param(request), Role.HELPER)
     authenticate(request, task, collector=False)
     body = await read_body(request, task, "AggregateShareReq")
-    # With a DP policy the noise is drawn by the background worker, off the request path.
-    asynchronous = st.config.async_aggregate_shares or task.dp_policy is not None
+    # With a DP policy the noise is drawn by the background worker, off the request path,
+    # where the profile has asynchronous resources (DAP-09 has none).
+    asynchronous = "aggregate_share_poll" in task.profile.requests and (
+        st.config.async_aggregate_shares or task.dp_policy is not None)
     with st.datastore.transaction() as tx:
         result = core.create_aggregate_share(tx, task, body, asynchronous)
     location = f"{request.path}/{b64url(result.share_id)}"
     if result.response is None:
         request.app[WAKE_KEY].set()
         return not_ready_response(st.config, location, status=201)
-    return message_response(task, "AggregateShare", result.response, 201, location)
+    status = task.wire.statuses["aggregate_share"]
+    return message_response(task, "AggregateShare", result.response, status,
+                            location if status == 201 else None)
 
 
 async def get_aggregate_share(request: web.Request) -> web.StreamResponse:
@@ -138,6 +164,7 @@ async def delete_aggregate_share(request: web.Request) -> web.StreamResponse:
 
 def add_routes(app: web.Application) -> None:
     app.router.add_post("/tasks/{task_id}/aggregation_jobs", post_aggregation_jobs)
+    app.router.add_put("/tasks/{task_id}/aggregation_jobs/{job_id}", put_aggregation_job)
     app.router.add_post("/tasks/{task_id}/aggregation_jobs/{job_id}", post_aggregation_job)
     app.router.add_get("/tasks/{task_id}/aggregation_jobs/{job_id}", get_aggregation_job)
     app.router.add_delete("/tasks/{task_id}/aggregation_jobs/{job_id}", delete_aggregation_job)

@@ -33,6 +33,7 @@ from dap.server.common import (
     message_response,
     not_ready_response,
     read_body,
+    require_method,
     state,
     task_id_param,
 )
@@ -42,24 +43,29 @@ log = logging.getLogger("ppm.leader")
 WAKE_KEY: web.AppKey[asyncio.Event] = web.AppKey("leader_wake", asyncio.Event)
 
 
-async def post_reports(request: web.Request) -> web.StreamResponse:
-    """POST {leader}/tasks/{task-id}/reports (Section 4.4.2.2)."""
+async def put_or_post_reports(request: web.Request) -> web.StreamResponse:
+    """Upload: POST (DAP-18 Section 4.4.2.2, `UploadRequest`) or PUT (DAP-09 Section
+    4.4.2, one `Report`) {leader}/tasks/{task-id}/reports."""
     st = state(request)
     task = st.task(task_id_param(request), Role.LEADER)
-    body = await read_body(request, task, "UploadRequest")
+    require_method(request, task, "upload")
+    w = task.wire
+    body = await read_body(request, task, w.messages["upload"])
     keyring = st.keyring()
     with st.datastore.transaction() as tx:
         errors = core.upload(tx, task, keyring, body, st.clock(), st.config.clock_skew)
     request.app[WAKE_KEY].set()
-    if errors is None:
-        return web.Response(status=200)
-    return message_response(task, "UploadErrors", errors.encode())
+    answer = w.upload_answer(task, errors)  # raises the DAP-09 problem of a refused report
+    if answer is None:
+        return web.Response(status=w.statuses["upload"])
+    return message_response(task, "UploadErrors", answer)
 
 
 async def post_collection_jobs(request: web.Request) -> web.StreamResponse:
-    """POST {leader}/tasks/{task-id}/collection_jobs (Section 4.6.1)."""
+    """POST {leader}/tasks/{task-id}/collection_jobs (DAP-18 Section 4.6.1)."""
     st = state(request)
     task = st.task(task_id_param(request), Role.LEADER)
+    require_method(request, task, "collection_job_create")
     authenticate(request, task, collector=True)
     body = await read_body(request, task, "CollectionJobReq")
     with st.datastore.transaction() as tx:
@@ -68,17 +74,35 @@ async def post_collection_jobs(request: web.Request) -> web.StreamResponse:
     return not_ready_response(st.config, f"{request.path}/{b64url(job_id)}", status=201)
 
 
-async def get_collection_job(request: web.Request) -> web.StreamResponse:
+async def put_collection_job(request: web.Request) -> web.StreamResponse:
+    """PUT {leader}/tasks/{task-id}/collection_jobs/{id} (DAP-09 Section 4.6.1): the
+    Collector names the job; answered 201 Created."""
     st = state(request)
     task = st.task(task_id_param(request), Role.LEADER)
+    require_method(request, task, "collection_job_create")
+    authenticate(request, task, collector=True)
+    job_id = id_param(request, "job_id", 16, "unrecognizedCollectionJob")
+    body = await read_body(request, task, "CollectionReq")
+    with st.datastore.transaction() as tx:
+        core.create_collection_job(tx, task, body, st.clock(), job_id=job_id)
+    request.app[WAKE_KEY].set()
+    return web.Response(status=201)
+
+
+async def poll_collection_job(request: web.Request) -> web.StreamResponse:
+    """Poll: GET (DAP-18, 200 with Retry-After until ready) or POST (DAP-09 Section 4.6.1,
+    202 Accepted until ready) {leader}/tasks/{task-id}/collection_jobs/{id}."""
+    st = state(request)
+    task = st.task(task_id_param(request), Role.LEADER)
+    require_method(request, task, "collection_job_poll")
     authenticate(request, task, collector=True)
     job_id = id_param(request, "job_id", 16, "unrecognizedCollectionJob")
     try:
         with st.datastore.transaction() as tx:
             body = core.get_collection_job(tx, task, job_id)
     except NotReady:
-        return not_ready_response(st.config)
-    return message_response(task, "CollectionJobResp", body)
+        return not_ready_response(st.config, status=task.wire.statuses["collection_not_ready"])
+    return message_response(task, task.wire.messages["collection"], body)
 
 
 async def delete_collection_job(request: web.Request) -> web.StreamResponse:
@@ -92,10 +116,15 @@ async def delete_collection_job(request: web.Request) -> web.StreamResponse:
 
 
 def add_routes(app: web.Application) -> None:
-    app.router.add_post("/tasks/{task_id}/reports", post_reports)
+    reports = "/tasks/{task_id}/reports"
+    job = "/tasks/{task_id}/collection_jobs/{job_id}"
+    app.router.add_post(reports, put_or_post_reports)
+    app.router.add_put(reports, put_or_post_reports)
     app.router.add_post("/tasks/{task_id}/collection_jobs", post_collection_jobs)
-    app.router.add_get("/tasks/{task_id}/collection_jobs/{job_id}", get_collection_job)
-    app.router.add_delete("/tasks/{task_id}/collection_jobs/{job_id}", delete_collection_job)
+    app.router.add_put(job, put_collection_job)
+    app.router.add_get(job, poll_collection_job)
+    app.router.add_post(job, poll_collection_job)
+    app.router.add_delete(job, delete_collection_job)
 
 
 # -- background work -----------------------------------------------------------------------
@@ -195,21 +224,23 @@ class LeaderWorker:
         st = self.st
         task = st.task(job.task_id, Role.LEADER)
         assert self.session is not None
-        headers = {"Authorization": f"Bearer {task.record.aggregator_auth_token}"}
+        headers = _auth_headers(task)
+        profile = task.profile
         polling = job.response == b"poll" and job.helper_url
         if polling:
             url = f"{job.helper_url}"
             method, body = "GET", None
         elif job.step == 0:
-            url = task.profile.resource_url("aggregation_jobs",
-                                            task.task.helper_aggregator_endpoint,
-                                            task_id=task.task_id)
-            method, body = "POST", job.request
-            headers["Content-Type"] = task.profile.media_type_for("AggregationJobInitReq")
+            method, url = _request(task, "aggregation_job_init", aggregation_job_id=job.job_id)
+            body = job.request
+            headers["Content-Type"] = profile.media_type_for("AggregationJobInitReq")
         else:
-            url = (job.helper_url or "").split("?")[0]
-            method, body = "POST", job.request
-            headers["Content-Type"] = task.profile.media_type_for("AggregationJobContinueReq")
+            method, url = _request(task, "aggregation_job_continue",
+                                   aggregation_job_id=job.job_id)
+            if job.helper_url:  # where the Helper said the job is (DAP-18 Location)
+                url = job.helper_url.split("?")[0]
+            body = job.request
+            headers["Content-Type"] = profile.media_type_for("AggregationJobContinueReq")
         try:
             async with self.session.request(method, url, data=body, headers=headers) as resp:
                 content = await resp.read()
@@ -274,11 +305,15 @@ class LeaderWorker:
 
     async def _delete_helper_job(self, task: Any, job: AggregationJobRecord) -> None:
         """Tell the Helper it may clean up an abandoned job (best effort)."""
-        if not job.helper_url or self.session is None:
+        if self.session is None:
             return
+        _, url = _request(task, "aggregation_job_delete", aggregation_job_id=job.job_id)
+        if job.helper_url:
+            url = job.helper_url.split("?")[0]
+        elif job.step == 0 and "aggregation_jobs" in task.profile.resources:
+            return  # DAP-18: the Helper never named the job
         try:
-            headers = {"Authorization": f"Bearer {task.record.aggregator_auth_token}"}
-            async with self.session.delete(job.helper_url.split("?")[0], headers=headers):
+            async with self.session.delete(url, headers=_auth_headers(task)):
                 pass
         except (aiohttp.ClientError, TimeoutError):
             pass
@@ -308,15 +343,13 @@ class LeaderWorker:
                     tx.update_collection_job(fresh)
                 return False
         assert self.session is not None
-        headers = {"Authorization": f"Bearer {task.record.aggregator_auth_token}"}
+        headers = _auth_headers(task)
         location = self.share_locations.get(job.job_id)
         if location:
             method, url, body = "GET", location, None
         else:
-            method, body = "POST", share_request.body
-            url = task.profile.resource_url("aggregate_shares",
-                                            task.task.helper_aggregator_endpoint,
-                                            task_id=task.task_id)
+            method, url = _request(task, "aggregate_share_create")
+            body = share_request.body
             headers["Content-Type"] = task.profile.media_type_for("AggregateShareReq")
         try:
             async with self.session.request(method, url, data=body, headers=headers) as resp:
@@ -347,7 +380,7 @@ class LeaderWorker:
         if status in (401, 403, 408, 429) or status >= 500:
             self._retry_collection(job, f"HTTP {status}: {_problem_text(content)}")
             return False
-        token, detail = _problem_token(content, status)
+        token, detail = _problem_token(content, status, task.profile)
         with st.datastore.transaction() as tx:
             fresh = tx.get_collection_job(job.task_id, job.job_id)
             if fresh is not None and fresh.state in ("start", "collecting"):
@@ -366,6 +399,21 @@ class LeaderWorker:
             tx.update_collection_job(fresh)
 
 
+def _auth_headers(task: Any) -> dict[str, str]:
+    """The Leader's credential towards the Helper, in the task's profile's header."""
+    name, value = task.profile.auth_header_for(task.record.aggregator_auth_token)
+    return {name: value}
+
+
+def _request(task: Any, operation: str, **ids: bytes) -> tuple[str, str]:
+    """(method, URL) of a request to the Helper, from the task's profile."""
+    method, resource = task.profile.request(operation)
+    template = task.profile.resources[resource]
+    ids = {k: v for k, v in ids.items() if "{" + k.replace("_", "-") + "}" in template}
+    return method, task.profile.resource_url(resource, task.task.helper_aggregator_endpoint,
+                                             task_id=task.task_id, **ids)
+
+
 def _retry_after(value: str | None, default: int) -> float:
     try:
         return max(0.0, float(value)) if value is not None else float(default)
@@ -373,12 +421,12 @@ def _retry_after(value: str | None, default: int) -> float:
         return float(default)
 
 
-def _problem_token(content: bytes, status: int) -> tuple[str, str]:
+def _problem_token(content: bytes, status: int, profile: Any) -> tuple[str, str]:
     try:
         doc = ProblemDocument.from_json(content)
     except ProblemDocumentError:
         return "invalidMessage", f"HTTP {status}"
-    token = doc.dap_problem()
+    token = doc.dap_problem(profile)
     return (str(token) if token else "invalidMessage"), (doc.detail or doc.title or doc.type)
 
 
