@@ -11,6 +11,7 @@ from typing import Any
 
 import aiohttp
 
+from dap import client09
 from dap.client_core import generate_report
 from dap.codec import DecodeError
 from dap.dp import decode_spec, policy_from_spec
@@ -43,13 +44,23 @@ class UploadResult:
     rejected: dict[bytes, ReportError]
 
 
-class Client:
-    """Uploads measurements for one task. HPKE configurations are fetched once and
-    cached; `outdated_config` errors refresh them and retry once (Section 4.4.2.2)."""
+# DAP-09 (Section 4.4.2) answers a refused report with a problem document.
+_UPLOAD_PROBLEMS_09 = {
+    "outdatedConfig": ReportError.OUTDATED_CONFIG,
+    "reportTooEarly": ReportError.REPORT_TOO_EARLY,
+    "reportRejected": ReportError.REPORT_DROPPED,
+}
 
-    def __init__(self, task: Task, session: aiohttp.ClientSession | None = None,
+
+class Client:
+    """Uploads measurements for one task (DAP-18 `Task` or DAP-09 `Task09`). HPKE
+    configurations are fetched once and cached; `outdated_config` errors refresh them
+    and retry once (Section 4.4.2.2)."""
+
+    def __init__(self, task: Any, session: aiohttp.ClientSession | None = None,
                  clock: Any = time.time) -> None:
         self.task = task
+        self._dap09 = task.profile.task_type() is not Task
         self.vdaf = task.vdaf()
         self._session = session
         self._own_session = session is None
@@ -76,7 +87,11 @@ class Client:
         return self._session
 
     async def _fetch_config(self, base_url: str) -> HpkeConfig:
-        url = self.task.profile.resource_url("hpke_config", base_url)
+        profile = self.task.profile
+        resource = profile.request("hpke_config")[1]
+        ids = {"task_id": bytes(self.task.task_id)} \
+            if "{task-id}" in profile.resources[resource] else {}
+        url = profile.resource_url(resource, base_url, **ids)
         async with self.session.get(url) as resp:
             body = await resp.read()
             if resp.status != 200:
@@ -99,17 +114,26 @@ class Client:
         policy has one)."""
         leader, helper = await self.hpke_configs()
         now = time_seconds if time_seconds is not None else self.clock()
-        t = Time.from_seconds(int(now), self.task.time_precision)
+        if self._dap09:
+            # DAP-09 report times are seconds, rounded by generate_report (Section 4.4.2).
+            t = int(now)
+            make = client09.generate_report
+        else:
+            t = Time.from_seconds(int(now), self.task.time_precision)
+            make = generate_report
         reports = []
         for m in measurements:
             if self.policy is not None:
                 m = self.policy.add_noise_to_measurement(m)
-            reports.append(generate_report(self.task, m, time=t, leader_hpke_config=leader,
-                                           helper_hpke_config=helper, vdaf=self.vdaf))
+            reports.append(make(self.task, m, time=t, leader_hpke_config=leader,
+                                helper_hpke_config=helper, vdaf=self.vdaf))
         return reports
 
-    async def upload_reports(self, reports: Sequence[Report]) -> UploadResult:
-        """POST the reports in one UploadRequest."""
+    async def upload_reports(self, reports: Sequence[Any]) -> UploadResult:
+        """POST the reports in one UploadRequest (DAP-18), or PUT them one by one (DAP-09,
+        where a refused report is a problem document: mapped to its ReportError)."""
+        if self._dap09:
+            return await self._put_reports(reports)
         url = self.task.profile.resource_url("reports", self.task.leader_aggregator_endpoint,
                                              task_id=self.task.task_id)
         body = UploadRequest(tuple(reports)).encode()
@@ -129,6 +153,30 @@ class Client:
             for s in UploadErrors.decode(content).status:
                 rejected[bytes(s.id)] = s.error
         return UploadResult(len(reports) - len(rejected), rejected)
+
+    async def _put_reports(self, reports: Sequence[Any]) -> UploadResult:
+        url = self.task.profile.resource_url("reports", self.task.leader_aggregator_endpoint,
+                                             task_id=self.task.task_id)
+        headers = {"Content-Type": self.task.profile.media_type_for("Report")}
+        result = UploadResult(0, {})
+        for report in reports:
+            async with self.session.put(url, data=report.encode(), headers=headers) as resp:
+                content = await resp.read()
+                status = resp.status
+            if status < 400:
+                result.accepted += 1
+                continue
+            try:
+                doc = ProblemDocument.from_json(content)
+                token = doc.dap_problem(self.task.profile)
+                detail = f"{doc.type}: {doc.detail or ''}"
+            except ProblemDocumentError:
+                token, detail = None, content[:200].decode(errors="replace")
+            if token not in _UPLOAD_PROBLEMS_09:
+                raise UploadError(status, detail)
+            result.rejected[bytes(report.report_metadata.report_id)] = \
+                _UPLOAD_PROBLEMS_09[str(token)]
+        return result
 
     async def upload(self, measurements: Sequence[Any], batch_size: int = 500,
                      time_seconds: float | None = None) -> UploadResult:

@@ -1,20 +1,27 @@
-"""The DAP Collector (DAP-18 Section 4.6): create a collection job, poll it (honouring
-Retry-After), decrypt the aggregate shares, unshard, and debias with the task's DP
-policy."""
+"""The DAP Collector (DAP-18 Section 4.6, DAP-09 Section 4.6): create a collection job,
+poll it (honouring Retry-After), decrypt the aggregate shares, unshard, and debias with
+the task's DP policy.
+
+DAP-18: POST `CollectionJobReq` to `collection_jobs` (the Leader names the job), GET to
+poll. DAP-09: PUT `CollectionReq` to `collection_jobs/{id}` with an ID the Collector draws,
+POST to poll (202 until ready), and the Leader's answer is a `Collection` whose partial
+batch selector gives the fixed_size batch ID. The profile's data chooses."""
 
 from __future__ import annotations
 
 import asyncio
+import secrets
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urljoin
 
 import aiohttp
 
+from dap import client09
 from dap.client_core import collect_result
 from dap.dp import decode_spec, policy_from_spec
 from dap.hpke import HpkeKeypair
-from dap.messages import CollectionJobReq, CollectionJobResp, Interval, Query
+from dap.messages import CollectionJobReq, CollectionJobResp
 from dap.problems import ProblemDocument, ProblemDocumentError
 from dap.task import Task
 
@@ -30,14 +37,15 @@ class CollectionError(Exception):
 @dataclass
 class Collection:
     report_count: int
-    interval: Interval
+    interval: Any                   # the profile's Interval (DAP-09: seconds)
     aggregate_result: Any           # unsharded (field values mapped by the VDAF)
     debiased_result: Any            # after the DP policy's debias step (or the same)
     job_url: str
+    batch_id: bytes | None = None   # DAP-09 fixed_size: the batch the Leader chose
 
 
 class Collector:
-    def __init__(self, task: Task, keypair: HpkeKeypair, auth_token: str,
+    def __init__(self, task: Any, keypair: HpkeKeypair, auth_token: str,
                  session: aiohttp.ClientSession | None = None) -> None:
         self.task = task
         self.keypair = keypair
@@ -65,14 +73,34 @@ class Collector:
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
 
+    @property
+    def _dap09(self) -> bool:
+        return self.task.profile.task_type() is not Task
+
     def _headers(self, content_type: str | None = None) -> dict[str, str]:
-        h = {"Authorization": f"Bearer {self.auth_token}"}
+        name, value = self.task.profile.auth_header_for(self.auth_token)
+        h = {name: value}
         if content_type:
             h["Content-Type"] = content_type
         return h
 
-    async def start(self, query: Query, agg_param: bytes = b"") -> tuple[str, CollectionJobReq]:
-        """POST a CollectionJobReq; returns the job's URL (from Location)."""
+    async def start(self, query: Any, agg_param: bytes = b"") -> tuple[str, Any]:
+        """Create the collection job; returns its URL and the request (DAP-18: POST a
+        CollectionJobReq, the URL from Location; DAP-09: PUT a CollectionReq to a URL
+        with a fresh job ID)."""
+        if self._dap09:
+            from dap.messages09 import CollectionReq
+
+            creq = CollectionReq(query, agg_param)
+            url = self.task.profile.resource_url(
+                "collection_job", self.task.leader_aggregator_endpoint,
+                task_id=self.task.task_id, collection_job_id=secrets.token_bytes(16))
+            async with self.session.put(url, data=creq.encode(), headers=self._headers(
+                    self.task.profile.media_type_for("CollectionReq"))) as resp:
+                content = await resp.read()
+                if resp.status >= 400:
+                    raise _error(resp.status, content)
+            return url, creq
         req = CollectionJobReq(query, agg_param, ())
         url = self.task.profile.resource_url("collection_jobs",
                                              self.task.leader_aggregator_endpoint,
@@ -87,17 +115,22 @@ class Collector:
             raise CollectionError(resp.status, "", "no Location header")
         return urljoin(url, location), req
 
-    async def poll(self, job_url: str) -> tuple[CollectionJobResp | None, float]:
-        async with self.session.get(job_url, headers=self._headers()) as resp:
+    async def poll(self, job_url: str) -> tuple[Any | None, float]:
+        method, _ = self.task.profile.request("collection_job_poll")
+        async with self.session.request(method, job_url, headers=self._headers()) as resp:
             content = await resp.read()
             if resp.status >= 400:
                 raise _error(resp.status, content)
             retry = resp.headers.get("Retry-After")
-        if not content:
+        if not content or resp.status == 202:
             return None, float(retry) if retry else 1.0
+        if self._dap09:
+            from dap.messages09 import Collection as Collection09
+
+            return Collection09.decode(content), 0.0
         return CollectionJobResp.decode(content), 0.0
 
-    async def collect(self, query: Query, agg_param: bytes = b"", timeout: float = 120.0,
+    async def collect(self, query: Any, agg_param: bytes = b"", timeout: float = 120.0,
                       max_poll_interval: float = 1.0, delete_after: bool = True) -> Collection:
         """Run a collection job to the end and return the (debiased) result.
 
@@ -124,13 +157,20 @@ class Collector:
             await asyncio.sleep(min(retry_after, max_poll_interval))
         if delete_after:
             await self._delete_quietly(job_url)
-        result = collect_result(self.task, self.keypair, req, resp, vdaf=self.vdaf)
+        batch_id = None
+        if self._dap09:
+            result: Any = client09.collect_result(self.task, self.keypair, req, resp,
+                                                  vdaf=self.vdaf)
+            if result.batch_selector.batch_id is not None:
+                batch_id = bytes(result.batch_selector.batch_id)
+        else:
+            result = collect_result(self.task, self.keypair, req, resp, vdaf=self.vdaf)
         debiased = result.aggregate_result
         if self.policy is not None:
             debiased = self.policy.debias_agg_result(result.aggregate_result,
                                                      result.report_count)
         return Collection(result.report_count, result.interval, result.aggregate_result,
-                          debiased, job_url)
+                          debiased, job_url, batch_id)
 
     async def _delete_quietly(self, job_url: str) -> None:
         try:

@@ -33,7 +33,7 @@ def unb64(text: str) -> bytes:
 
 @dataclass
 class ProvisionedTask:
-    task: Task
+    task: Any                       # dap.task.Task or dap.task09.Task09
     vdaf_verify_key: bytes
     aggregator_auth_token: str
     collector_auth_token: str
@@ -43,7 +43,7 @@ class ProvisionedTask:
     def record(self, role: str) -> TaskRecord:
         return TaskRecord(
             task_id=bytes(self.task.task_id), role=role, profile=self.task.profile.name,
-            config=self.task.configuration().encode(), vdaf_verify_key=self.vdaf_verify_key,
+            config=self.task.config_bytes(), vdaf_verify_key=self.vdaf_verify_key,
             collector_hpke_config=self.collector_keypair.config.encode(),
             aggregator_auth_token=self.aggregator_auth_token,
             collector_auth_token=self.collector_auth_token if role == "leader" else None,
@@ -72,7 +72,7 @@ class ProvisionedTask:
     def client_view(self) -> dict[str, Any]:
         """What a Client needs: the task ID and configuration (no secrets)."""
         return {"task_id": b64(self.task.task_id), "profile": self.task.profile.name,
-                "config": b64(self.task.configuration().encode())}
+                "config": b64(self.task.config_bytes())}
 
     def collector_view(self) -> dict[str, Any]:
         """What the Collector needs: the task, its HPKE key pair and its bearer token."""
@@ -88,27 +88,42 @@ def new_task(vdaf: Any, leader_url: str, helper_url: str, *,
              dp_policy: dict[str, Any] | None = None, max_batch_size: int | None = None,
              task_info: bytes = b"ppm-reference task", profile: Profile = DEFAULT_PROFILE,
              task_id: bytes | None = None) -> ProvisionedTask:
-    task = Task.for_vdaf(
-        vdaf, task_id=task_id or secrets.token_bytes(32), task_info=task_info,
-        leader_aggregator_endpoint=leader_url, helper_aggregator_endpoint=helper_url,
-        time_precision=time_precision, min_batch_size=min_batch_size, batch_mode=batch_mode,
-        task_interval=task_interval, profile=profile,
-        dp_policy=encode_spec(dp_policy) if dp_policy else None)
+    """A new task of `profile` (DAP-18 `Task` or DAP-09 `Task09`) and its secrets.
+
+    For a DAP-09 task, `batch_mode` picks the query type (leader-selected: fixed_size),
+    `max_batch_size` is the fixed_size task parameter, `task_interval` gives the
+    `task_expiration` (its end; DAP-09 tasks have no start) and `task_info` is unused."""
     options: dict[str, Any] = {}
-    if max_batch_size is not None:
-        options["max_batch_size"] = max_batch_size
+    dp = encode_spec(dp_policy) if dp_policy else None
+    task_id = task_id or secrets.token_bytes(32)
+    task: Any
+    if profile.task_type() is Task:
+        task = Task.for_vdaf(
+            vdaf, task_id=task_id, task_info=task_info,
+            leader_aggregator_endpoint=leader_url, helper_aggregator_endpoint=helper_url,
+            time_precision=time_precision, min_batch_size=min_batch_size,
+            batch_mode=batch_mode, task_interval=task_interval, profile=profile, dp_policy=dp)
+        if max_batch_size is not None:
+            options["max_batch_size"] = max_batch_size
+    else:
+        from dap.messages09 import QueryType
+
+        task = profile.task_type().for_vdaf(
+            vdaf, task_id=task_id, leader_aggregator_endpoint=leader_url,
+            helper_aggregator_endpoint=helper_url, time_precision=time_precision,
+            min_batch_size=min_batch_size, profile=profile, dp_policy=dp,
+            query_type=QueryType.TIME_INTERVAL if batch_mode == BatchMode.TIME_INTERVAL
+            else QueryType.FIXED_SIZE, max_batch_size=max_batch_size,
+            task_expiration=task_interval.end * time_precision if task_interval else None)
     return ProvisionedTask(task, secrets.token_bytes(vdaf.VERIFY_KEY_SIZE),
                            secrets.token_urlsafe(24), secrets.token_urlsafe(24),
                            generate_keypair(secrets.randbelow(256)), options)
 
 
-def task_from_view(view: dict[str, Any]) -> Task:
-    """A Task from `client_view()` / `collector_view()` JSON."""
-    from dap.messages import TaskConfiguration
-
+def task_from_view(view: dict[str, Any]) -> Any:
+    """A task (`Task` or DAP-09 `Task09`) from `client_view()` / `collector_view()` JSON."""
     profile = get_profile(view.get("profile", DEFAULT_PROFILE.name))
-    config = TaskConfiguration.decode(unb64(view["config"]))
-    return Task.from_configuration(unb64(view["task_id"]), config, profile)
+    return profile.task_from_config_bytes(unb64(view["task_id"]), unb64(view["config"]))
 
 
 def collector_keypair_from_view(view: dict[str, Any]) -> HpkeKeypair:

@@ -19,8 +19,9 @@ so that a disagreement can be attributed to one side.
 The package is installed with npm into a cache folder outside the repository:
 `$PPM_INTEROP_CACHE/prio3-0.8.0` (default `~/.cache/ppm-interop/prio3-0.8.0`) from the
 pinned `tests/interop_node/package.json` and `package-lock.json`, and reused while those
-are unchanged. The tests skip with a visible reason when node or npm is missing or when
-the install fails for lack of network; any other install failure is an error.
+are unchanged (tests/node_support.py). The tests skip with a visible reason when node or
+npm is missing or when the install fails for lack of network; any other install failure
+is an error.
 
 The driver `tests/interop_node/prio3_cli.mjs` speaks JSON over stdin/stdout. The package
 has encoders but no decoders for its messages, so the driver decodes public and input
@@ -37,34 +38,28 @@ from __future__ import annotations
 import json
 import os
 import random
-import shutil
 import subprocess
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.node_support import NodePackage, pytest_install
 from vdaf.prio3 import Prio3, Prio3CountV08, Prio3HistogramV08, Prio3SumV08, Prio3SumVecV08
 from vdaf.vdaf import VdafError
 
 PACKAGE_VERSION = "0.8.0"
 NODE_DIR = Path(__file__).resolve().parent / "interop_node"
 DRIVER = NODE_DIR / "prio3_cli.mjs"
-MANIFESTS = ("package.json", "package-lock.json")
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 PUBLISHED_DIR = PROJECT_ROOT.parent / "shared" / "test-vectors" / "vdaf-08"
 CTX = b""  # VDAF-08 has no application context
 SHARES = 2
 REPORTS = 6  # honest reports per VDAF and direction
 NODE_TIMEOUT = 120
-INSTALL_TIMEOUT = 300
-# npm error codes and messages that mean "no network", as opposed to a broken manifest.
-NETWORK_ERRORS = (
-    "ENOTFOUND", "EAI_AGAIN", "ECONNREFUSED", "ECONNRESET", "ETIMEDOUT", "ENETUNREACH",
-    "EHOSTUNREACH", "network", "fetch failed", "ERR_SOCKET_TIMEOUT", "ENOTCACHED",
-)
+PACKAGE = NodePackage("@divviup/prio3", PACKAGE_VERSION, NODE_DIR,
+                      f"prio3-{PACKAGE_VERSION}")
 AnyPrio3 = Prio3[Any, Any]
 
 
@@ -133,40 +128,6 @@ def _rng(*labels: str) -> random.Random:
 # Installing the package and running the driver.
 
 
-def _cache_dir() -> Path:
-    base = os.environ.get("PPM_INTEROP_CACHE")
-    root = Path(base).expanduser() if base else Path.home() / ".cache" / "ppm-interop"
-    return root / f"prio3-{PACKAGE_VERSION}"
-
-
-def _installed_version(cache: Path) -> str | None:
-    manifest = cache / "node_modules" / "@divviup" / "prio3" / "package.json"
-    try:
-        return str(json.loads(manifest.read_text())["version"])
-    except (OSError, ValueError, KeyError):
-        return None
-
-
-def _manifests_current(cache: Path) -> bool:
-    return all(
-        (cache / name).is_file() and (cache / name).read_bytes() == (NODE_DIR / name).read_bytes()
-        for name in MANIFESTS
-    )
-
-
-def _report(request: pytest.FixtureRequest, line: str) -> None:
-    """A line on the terminal even under output capture (and in the captured output)."""
-    print(line)
-    plugins = request.config.pluginmanager
-    reporter = plugins.get_plugin("terminalreporter")
-    capture = plugins.get_plugin("capturemanager")
-    if reporter is None or capture is None:
-        return
-    with capture.global_and_fixture_disabled():
-        reporter.ensure_newline()
-        reporter.write_line(f"[interop] {line}")
-
-
 @dataclass
 class Node:
     node: str
@@ -188,38 +149,8 @@ class Node:
 
 @pytest.fixture(scope="module")
 def divviup(request: pytest.FixtureRequest) -> Node:
-    node, npm = shutil.which("node"), shutil.which("npm")
-    if node is None or npm is None:
-        pytest.skip("node and npm are needed for the @divviup/prio3 cross-check "
-                    f"(node: {node or 'missing'}, npm: {npm or 'missing'})")
-    cache = _cache_dir()
-    if _installed_version(cache) == PACKAGE_VERSION and _manifests_current(cache):
-        _report(request, f"@divviup/prio3 {PACKAGE_VERSION}: reusing install in {cache}")
-    else:
-        cache.mkdir(parents=True, exist_ok=True)
-        for name in MANIFESTS:
-            shutil.copyfile(NODE_DIR / name, cache / name)
-        started = time.monotonic()
-        try:
-            proc = subprocess.run(
-                [npm, "install", "--prefix", str(cache), "--no-audit", "--no-fund",
-                 "--ignore-scripts"],
-                capture_output=True, text=True, timeout=INSTALL_TIMEOUT, check=False,
-            )
-        except subprocess.TimeoutExpired:
-            pytest.skip(f"npm install timed out after {INSTALL_TIMEOUT} s (no network?)")
-        took = time.monotonic() - started
-        output = proc.stdout + proc.stderr
-        if proc.returncode != 0:
-            tail = "\n".join(output.strip().splitlines()[-15:])
-            if any(marker in output for marker in NETWORK_ERRORS):
-                pytest.skip(f"npm install of @divviup/prio3 failed for lack of network:\n{tail}")
-            pytest.fail(f"npm install of @divviup/prio3 into {cache} failed:\n{tail}")
-        _report(request, f"@divviup/prio3 {PACKAGE_VERSION}: npm install into {cache} "
-                         f"took {took:.1f} s")
-    version = _installed_version(cache)
-    assert version == PACKAGE_VERSION, f"installed @divviup/prio3 is {version}"
-    return Node(node, cache / "node_modules", version)
+    installed = pytest_install(PACKAGE, request)
+    return Node(installed.node, installed.modules, installed.version)
 
 
 # ---------------------------------------------------------------------------------------
