@@ -121,10 +121,15 @@ def default_chunk_length(name: str, length: int = 0, max_measurement: int = 0,
 
 
 def build_vdaf(name: str, *, length: int | None = None, max_measurement: int | None = None,
-               max_weight: int | None = None, chunk_length: int | None = None) -> Any:
-    """The two-share Prio3 VDAF `name` with these parameters. Raises CliError (usage)
-    when a parameter is missing or invalid."""
+               max_weight: int | None = None, chunk_length: int | None = None,
+               profile: str = "dap-18", bits: int | None = None) -> Any:
+    """The two-share Prio3 VDAF `name` with these parameters (of VDAF-08 for a dap-09
+    task: Sum and SumVec take `bits`, or a `max_measurement` of 2^bits - 1). Raises
+    CliError (usage) when a parameter is missing or invalid."""
     from vdaf import prio3
+
+    if profile == "dap-09":
+        return _build_vdaf08(name, length, max_measurement, bits, chunk_length)
 
     def need(value: int | None, option: str) -> int:
         if value is None:
@@ -155,11 +160,48 @@ def build_vdaf(name: str, *, length: int | None = None, max_measurement: int | N
     raise usage_error(f"unknown VDAF {name!r}; choose from {', '.join(VDAF_NAMES)}")
 
 
+def _build_vdaf08(name: str, length: int | None, max_measurement: int | None,
+                  bits: int | None, chunk_length: int | None) -> Any:
+    from dap.profile import DAP_09, ProfileError
+
+    if bits is None and max_measurement is not None:
+        if max_measurement + 1 != 1 << max_measurement.bit_length():
+            raise usage_error(f"VDAF-08 {name} takes a bit width: --bits, or a "
+                              f"--max-measurement of 2^bits - 1 (not {max_measurement})")
+        bits = max_measurement.bit_length()
+    try:
+        cls = DAP_09.vdaf_class(name)
+    except ProfileError:
+        raise usage_error(f"{name} is not a VDAF of dap-09 (VDAF-08): choose from "
+                          f"Prio3Count, Prio3Sum, Prio3SumVec, Prio3Histogram") from None
+    try:
+        if name == "Prio3Count":
+            return cls(2)
+        if name == "Prio3Sum":
+            if bits is None:
+                raise usage_error("Prio3Sum (dap-09) needs --bits")
+            return cls(2, bits)
+        if length is None:
+            raise usage_error(f"{name} needs --length")
+        if name == "Prio3SumVec":
+            if bits is None:
+                raise usage_error("Prio3SumVec (dap-09) needs --bits")
+            c = chunk_length or default_chunk_length(name, length, (1 << bits) - 1)
+            return cls(2, length, bits, c)
+        return cls(2, length, chunk_length or default_chunk_length(name, length))
+    except (ValueError, TypeError) as exc:
+        raise usage_error(f"invalid {name} parameters: {exc}") from None
+
+
 def describe_vdaf(vdaf: Any) -> str:
     """`Prio3Histogram(length=10, chunk_length=3)`."""
-    params = [f"{k}={getattr(vdaf, k)}" for k in ("length", "max_measurement", "max_weight",
-                                                   "chunk_length") if hasattr(vdaf, k)]
-    return f"{type(vdaf).__name__}({', '.join(params)})"
+    params = [f"{k}={getattr(vdaf, k)}" for k in ("length", "max_measurement", "bits",
+                                                   "max_weight", "max_count", "chunk_length")
+              if hasattr(vdaf, k)]
+    name = getattr(vdaf, "NAME", type(vdaf).__name__)
+    draft = getattr(getattr(vdaf, "PROFILE", None), "name", None)
+    suffix = f" [{draft}]" if draft == "vdaf-08" else ""
+    return f"{name}({', '.join(params)}){suffix}"
 
 
 def policy_spec(name: str | None, *, epsilon: float | None = None,
@@ -231,14 +273,17 @@ def parse_measurement(text: str, vdaf: Any, policy: Any = None) -> Any:
     Sum, Histogram bucket index, and the bucket index for a client-randomized
     multi-hot histogram) or a JSON list (SumVec; MultihotCountVec as 0/1 or booleans).
     Raises CliError (usage) with what was expected."""
-    name = type(vdaf).__name__
+    name = getattr(vdaf, "NAME", type(vdaf).__name__)
     rappor = policy is not None and hasattr(policy, "rappor")
+    top = getattr(vdaf, "max_measurement", None)
+    if top is None and hasattr(vdaf, "bits"):
+        top = (1 << vdaf.bits) - 1  # VDAF-08 Sum, SumVec
     expected = {
         "Prio3Count": "0 or 1",
-        "Prio3Sum": f"an integer in [0, {getattr(vdaf, 'max_measurement', 0)}]",
+        "Prio3Sum": f"an integer in [0, {top}]",
         "Prio3Histogram": f"a bucket index in [0, {getattr(vdaf, 'length', 0)})",
         "Prio3SumVec": f"a JSON list of {getattr(vdaf, 'length', 0)} integers in "
-                       f"[0, {getattr(vdaf, 'max_measurement', 0)}]",
+                       f"[0, {top}]",
         "Prio3MultihotCountVec": (
             f"a bucket index in [0, {getattr(vdaf, 'length', 0)})" if rappor else
             f"a JSON list of {getattr(vdaf, 'length', 0)} bits (0/1 or true/false) with at "
@@ -584,7 +629,8 @@ def _cmd_task_create(args: argparse.Namespace) -> int:
                               "it out to have it computed)")
         max_weight = needed
     vdaf = build_vdaf(args.vdaf, length=args.length, max_measurement=args.max_measurement,
-                      max_weight=max_weight, chunk_length=args.chunk_length)
+                      max_weight=max_weight, chunk_length=args.chunk_length,
+                      profile=args.profile, bits=args.bits)
     check_policy(spec, vdaf)
     mode = batch_mode_of(args.batch_mode)
     if args.max_batch_size is not None:
@@ -599,10 +645,13 @@ def _cmd_task_create(args: argparse.Namespace) -> int:
         if urlsplit(url).scheme not in ("http", "https"):
             raise usage_error(f"{option} must be an http(s) URL, got {url!r}")
     try:
+        from dap.profile import get_profile
+
         pt = new_task(vdaf, leader_url, helper_url, batch_mode=mode,
                       min_batch_size=args.min_batch_size, time_precision=args.time_precision,
                       task_interval=interval, dp_policy=spec,
-                      max_batch_size=args.max_batch_size, task_info=args.task_info.encode())
+                      max_batch_size=args.max_batch_size, task_info=args.task_info.encode(),
+                      profile=get_profile(args.profile))
     except ValueError as exc:
         raise usage_error(f"invalid task: {exc}") from None
 
@@ -779,20 +828,29 @@ def format_result(value: Any) -> str:
 
 
 def _cmd_collect(args: argparse.Namespace) -> int:
+    from dap import messages09 as m09
     from dap.collector import Collector
     from dap.messages import BatchMode, Query
     from dap.provision import b64, collector_keypair_from_view
 
     view, task = load_view(args.task, collector=True)
+    dap09 = task.profile.name == "dap-09"
     if args.current_batch:
         if task.batch_mode != BatchMode.LEADER_SELECTED:
             raise usage_error("--current-batch is for leader-selected tasks; this task is "
                               "time-interval: use --interval START,DURATION")
-        query = Query.leader_selected()
+        query: Any = Query.leader_selected()
+        if dap09:
+            query = m09.Query.fixed_size(m09.FixedSizeQuery.current_batch())
     else:
         if task.batch_mode != BatchMode.TIME_INTERVAL:
             raise usage_error("this task is leader-selected: use --current-batch")
-        query = Query.time_interval(parse_interval(args.interval, task.time_precision))
+        units = parse_interval(args.interval, task.time_precision)
+        query = Query.time_interval(units)
+        if dap09:  # DAP-09 intervals are in seconds
+            p = task.time_precision
+            query = m09.Query.time_interval(m09.Interval(
+                m09.Time(int(units.start) * p), m09.Duration(int(units.duration) * p)))
     try:
         keypair = collector_keypair_from_view(view)
     except Exception as exc:  # noqa: BLE001
@@ -808,7 +866,7 @@ def _cmd_collect(args: argparse.Namespace) -> int:
         from dap.dp import decode_spec
 
         spec = decode_spec(task.dp_policy)
-    interval = interval_json(collection.interval, task.time_precision)
+    interval = interval_json(collection.interval, 1 if dap09 else task.time_precision)
     if args.json:
         emit_json({"ok": True, "task_id": b64(bytes(task.task_id)),
                    "report_count": collection.report_count, "interval": interval,
@@ -856,12 +914,17 @@ def register(subparsers: Any) -> None:
                    help=f"one of {', '.join(VDAF_NAMES)}")
     g.add_argument("--length", type=int, help="SumVec, Histogram, MultihotCountVec")
     g.add_argument("--max-measurement", type=int, help="Sum, SumVec")
+    g.add_argument("--bits", type=positive_int, help="Sum, SumVec of a dap-09 task (VDAF-08 "
+                   "takes a bit width)")
     g.add_argument("--max-weight", type=int,
                    help="MultihotCountVec (computed for MultiHotHistogramWithClient"
                    "Randomization)")
     g.add_argument("--chunk-length", type=int, help="default: about sqrt of the encoded "
                    "measurement length")
     g = p.add_argument_group("task")
+    g.add_argument("--profile", choices=("dap-18", "dap-09"), default="dap-18",
+                   help="protocol profile: dap-18 (VDAF 18) or dap-09 (VDAF-08, for Janus "
+                   "0.7, Daphne, divviup-ts); leader-selected is DAP-09's fixed_size")
     g.add_argument("--batch-mode", type=batch_mode_arg, default="time-interval",
                    help="time-interval (default) or leader-selected")
     g.add_argument("--min-batch-size", type=positive_int, default=10)

@@ -60,8 +60,16 @@ def policy_from_spec(spec: dict[str, Any], vdaf: Any) -> Any:
     from dp_policy import policies
 
     name = spec.get("policy")
-    vdaf_name = type(vdaf).__name__
+    # The registry name, so that a VDAF-08 task (dap-09) takes the same policies; the
+    # VDAF-08 MultiHotHistogram of the published vectors is VDAF 18's MultihotCountVec.
+    vdaf_name = getattr(vdaf, "NAME", type(vdaf).__name__)
+    vdaf_name = {"Prio3MultiHotHistogram": "Prio3MultihotCountVec"}.get(vdaf_name, vdaf_name)
     shares = vdaf.SHARES
+    # VDAF-08 gives SumVec a bit width and MultiHotHistogram a max_count.
+    max_measurement = getattr(vdaf, "max_measurement", None)
+    if max_measurement is None and hasattr(vdaf, "bits"):
+        max_measurement = (1 << vdaf.bits) - 1
+    max_weight = getattr(vdaf, "max_weight", getattr(vdaf, "max_count", None))
     try:
         if name == "HistogramWithAggregatorRandomization":
             _need(vdaf_name, "Prio3Histogram", name)
@@ -75,19 +83,19 @@ def policy_from_spec(spec: dict[str, Any], vdaf: Any) -> Any:
             _need(vdaf_name, "Prio3SumVec", name)
             return policies.SumVecWithAggregatorRandomization(
                 float(spec["epsilon"]), float(spec["delta"]), vdaf.length,
-                vdaf.max_measurement, shares=shares)
+                max_measurement, shares=shares)
         if name == "SumVecWithAggregatorLaplace":
             _need(vdaf_name, "Prio3SumVec", name)
             return policies.SumVecWithAggregatorLaplace(float(spec["epsilon"]), vdaf.length,
-                                                        vdaf.max_measurement, shares=shares)
+                                                        max_measurement, shares=shares)
         if name == "MultiHotHistogramWithClientRandomization":
             _need(vdaf_name, "Prio3MultihotCountVec", name)
             policy = policies.MultiHotHistogramWithClientRandomization(
                 spec["eps0"], vdaf.length, float(spec["fp"]))
-            if policy.max_weight != vdaf.max_weight:
+            if policy.max_weight != max_weight:
                 raise ValueError(f"{name}(eps0={spec['eps0']}, length={vdaf.length}, "
                                  f"fp={spec['fp']}) needs max_weight {policy.max_weight}, the "
-                                 f"task's VDAF has {vdaf.max_weight}")
+                                 f"task's VDAF has {max_weight}")
             return policy
     except KeyError as exc:
         raise ValueError(f"DP policy {name} needs parameter {exc}") from None

@@ -113,7 +113,8 @@ def new_task(vdaf: Any, leader_url: str, helper_url: str, *,
             helper_aggregator_endpoint=helper_url, time_precision=time_precision,
             min_batch_size=min_batch_size, profile=profile, dp_policy=dp,
             query_type=QueryType.TIME_INTERVAL if batch_mode == BatchMode.TIME_INTERVAL
-            else QueryType.FIXED_SIZE, max_batch_size=max_batch_size,
+            else QueryType.FIXED_SIZE,
+            max_batch_size=max_batch_size if batch_mode == BatchMode.LEADER_SELECTED else None,
             task_expiration=task_interval.end * time_precision if task_interval else None)
     return ProvisionedTask(task, secrets.token_bytes(vdaf.VERIFY_KEY_SIZE),
                            secrets.token_urlsafe(24), secrets.token_urlsafe(24),

@@ -119,7 +119,87 @@ class AggregatorPair:
         return Collector(pt.task, pt.collector_keypair, pt.collector_auth_token)
 
     def current_interval_query(self, pt: ProvisionedTask, back: int = 5,
-                               forward: int = 5) -> Query:
-        """A time-interval query around the current time (in time_precision units)."""
+                               forward: int = 5) -> Any:
+        """A time-interval query around the current time (in time_precision units; a
+        DAP-09 query in seconds for a dap-09 task)."""
         now = int(self.clock()) // pt.task.time_precision
-        return Query.time_interval(Interval(Time(now - back), Duration(back + forward)))
+        return Proto(pt.task.profile.name).interval_query(pt, now - back, back + forward)
+
+
+# -- the two protocol profiles, for tests that run the same scenario on both -----------------
+
+
+class Proto:
+    """What differs, for a test, between a dap-18 and a dap-09 task: the VDAF classes
+    (draft-20 or VDAF-08), how queries and intervals are written (time_precision units or
+    seconds), and whether a collection request names its job (DAP-09) or is idempotent on
+    its bytes (DAP-18). Scenarios are written once against this object."""
+
+    def __init__(self, name: str) -> None:
+        from dap.profile import get_profile
+
+        self.name = name
+        self.profile = get_profile(name)
+        self.dap09 = name == "dap-09"
+
+    def __repr__(self) -> str:
+        return self.name
+
+    # VDAFs by their DAP-18 parameters; VDAF-08 takes bit widths instead of maxima.
+    def count(self) -> Any:
+        from vdaf.prio3 import Prio3Count, Prio3CountV08
+
+        return Prio3CountV08(2) if self.dap09 else Prio3Count(2)
+
+    def sum(self, max_measurement: int) -> Any:
+        from vdaf.prio3 import Prio3Sum, Prio3SumV08
+
+        return Prio3SumV08(2, max_measurement.bit_length()) if self.dap09 \
+            else Prio3Sum(2, max_measurement)
+
+    def sumvec(self, length: int, max_measurement: int, chunk_length: int) -> Any:
+        from vdaf.prio3 import Prio3SumVec, Prio3SumVecV08
+
+        if self.dap09:
+            return Prio3SumVecV08(2, length, max_measurement.bit_length(), chunk_length)
+        return Prio3SumVec(2, length, max_measurement, chunk_length)
+
+    def histogram(self, length: int, chunk_length: int) -> Any:
+        from vdaf.prio3 import Prio3Histogram, Prio3HistogramV08
+
+        return Prio3HistogramV08(2, length, chunk_length) if self.dap09 \
+            else Prio3Histogram(2, length, chunk_length)
+
+    def multihot(self, length: int, max_weight: int, chunk_length: int) -> Any:
+        """Prio3MultihotCountVec; for dap-09 the MultiHotHistogram of the VDAF-08 vectors
+        (test-only there, as in the published vectors)."""
+        from vdaf.prio3 import Prio3MultihotCountVec, Prio3MultiHotHistogramV08
+
+        return Prio3MultiHotHistogramV08(2, length, max_weight, chunk_length) if self.dap09 \
+            else Prio3MultihotCountVec(2, length, max_weight, chunk_length)
+
+    # Queries, with times given in time_precision units.
+    def interval_query(self, pt: ProvisionedTask, start: int, duration: int) -> Any:
+        if self.dap09:
+            from dap import messages09 as m09
+
+            p = pt.task.time_precision
+            return m09.Query.time_interval(m09.Interval(m09.Time(start * p),
+                                                        m09.Duration(duration * p)))
+        return Query.time_interval(Interval(Time(start), Duration(duration)))
+
+    def current_batch_query(self) -> Any:
+        if self.dap09:
+            from dap import messages09 as m09
+
+            return m09.Query.fixed_size(m09.FixedSizeQuery.current_batch())
+        return Query.leader_selected()
+
+    def units(self, pt: ProvisionedTask, interval: Any) -> tuple[int, int]:
+        """(start, duration) of a collection's interval in time_precision units."""
+        p = pt.task.time_precision if self.dap09 else 1
+        assert int(interval.start) % p == 0 and int(interval.duration) % p == 0
+        return int(interval.start) // p, int(interval.duration) // p
+
+
+PROTOS = [Proto("dap-18"), Proto("dap-09")]

@@ -137,11 +137,15 @@ def servers(tmp_path: Path) -> Iterator[dict[str, Any]]:
                 proc.stderr.close()
 
 
-def test_by_hand_flow(tmp_path: Path, servers: dict[str, Any]) -> None:
+@pytest.mark.parametrize("profile", ["dap-18", "dap-09"])
+def test_by_hand_flow(tmp_path: Path, servers: dict[str, Any], profile: str) -> None:
+    """The README's flow, for a task of each profile (dap-09: VDAF-08, PUT uploads,
+    collector-named collection jobs; leader-selected is DAP-09's fixed_size)."""
     configs, ports = servers["configs"], servers["ports"]
     # 1. A time-interval task written straight into the (not yet running) datastores.
     out = tmp_path / "task1"
-    created = ppm_json("task", "create", "--vdaf", "Prio3Histogram", "--length", "4",
+    created = ppm_json("task", "create", "--profile", profile,
+                       "--vdaf", "Prio3Histogram", "--length", "4",
                        "--min-batch-size", "5", "--leader-config", str(configs["leader"]),
                        "--helper-config", str(configs["helper"]), "--out-dir", str(out))
     assert created["leader_url"] == f"http://127.0.0.1:{ports['leader']}/"
@@ -165,7 +169,9 @@ def test_by_hand_flow(tmp_path: Path, servers: dict[str, Any]) -> None:
 
     # 2. A leader-selected SumVec task through the admin APIs of the running servers.
     out2 = tmp_path / "task2"
-    ppm_json("task", "create", "--vdaf", "SumVec", "--length", "3", "--max-measurement", "5",
+    # (VDAF-08 takes a bit width: a maximum of 2^3 - 1 serves both profiles.)
+    ppm_json("task", "create", "--profile", profile,
+             "--vdaf", "SumVec", "--length", "3", "--max-measurement", "7",
              "--batch-mode", "leader-selected", "--min-batch-size", "3",
              "--leader-admin", f"http://127.0.0.1:{ports['leader']}/",
              "--helper-admin", f"http://127.0.0.1:{ports['helper']}/internal/",

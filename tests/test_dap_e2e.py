@@ -1,6 +1,10 @@
 """End to end over real HTTP (tests/dap_harness.py): Client -> Leader <-> Helper -> Collector.
 
-* every Prio3 variant x both batch modes x synchronous and asynchronous Helper: the
+Every scenario runs for both protocol profiles (`proto`: dap-18 with VDAF 18, dap-09 with
+VDAF-08; `tests.dap_harness.Proto` holds what differs: VDAF classes, query encodings).
+
+* every Prio3 variant x both batch modes x synchronous and asynchronous Helper (DAP-09
+  has no asynchronous Helper: its aggregation jobs are answered synchronously): the
   collected result is the exact aggregate of the uploaded measurements;
 * the DP policies: the debiased result is within a tolerance derived from the noise's
   distribution (each test states its false-failure probability);
@@ -24,17 +28,10 @@ import aiohttp
 import pytest
 
 from dap.collector import Collection
-from dap.messages import BatchMode, Duration, Interval, Query, Time
+from dap.messages import BatchMode, Query
 from dap.provision import ProvisionedTask, new_task
 from dp_policy import policies
-from tests.dap_harness import AggregatorPair
-from vdaf.prio3 import (
-    Prio3Count,
-    Prio3Histogram,
-    Prio3MultihotCountVec,
-    Prio3Sum,
-    Prio3SumVec,
-)
+from tests.dap_harness import PROTOS, AggregatorPair, Proto
 
 MODES = [BatchMode.TIME_INTERVAL, BatchMode.LEADER_SELECTED]
 # The Helper answers asynchronous resources with Retry-After: 0, so that the Leader polls
@@ -63,12 +60,12 @@ def aligned_start(precision: int) -> float:
 
 # -- the VDAFs and their measurements -------------------------------------------------------
 
-VDAFS: dict[str, tuple[Callable[[], Any], Callable[[int], Any]]] = {
-    "count": (lambda: Prio3Count(2), lambda i: i % 3 == 0),
-    "sum": (lambda: Prio3Sum(2, 13), lambda i: (5 * i + 3) % 14),
-    "sumvec": (lambda: Prio3SumVec(2, 3, 5, 2), lambda i: [i % 6, (2 * i) % 6, 5 - i % 6]),
-    "histogram": (lambda: Prio3Histogram(2, 5, 2), lambda i: (3 * i) % 5),
-    "multihot": (lambda: Prio3MultihotCountVec(2, 4, 2, 2),
+VDAFS: dict[str, tuple[Callable[[Proto], Any], Callable[[int], Any]]] = {
+    "count": (lambda p: p.count(), lambda i: i % 3 == 0),
+    "sum": (lambda p: p.sum(13), lambda i: (5 * i + 3) % 14),
+    "sumvec": (lambda p: p.sumvec(3, 5, 2), lambda i: [i % 6, (2 * i) % 6, 5 - i % 6]),
+    "histogram": (lambda p: p.histogram(5, 2), lambda i: (3 * i) % 5),
+    "multihot": (lambda p: p.multihot(4, 2, 2),
                  lambda i: [i % 2 == 0, i % 3 == 0, False, i % 4 == 1]),
 }
 
@@ -86,10 +83,10 @@ def exact_aggregate(name: str, measurements: list[Any]) -> Any:
     return [sum(int(m[j]) for m in measurements) for j in range(len(measurements[0]))]
 
 
-def query_for(pair: AggregatorPair, pt: ProvisionedTask) -> Query:
+def query_for(pair: AggregatorPair, pt: ProvisionedTask) -> Any:
     if pt.task.batch_mode == BatchMode.TIME_INTERVAL:
         return pair.current_interval_query(pt)
-    return Query.leader_selected()
+    return Proto(pt.task.profile.name).current_batch_query()
 
 
 async def upload(pair: AggregatorPair, pt: ProvisionedTask, measurements: list[Any],
@@ -100,7 +97,7 @@ async def upload(pair: AggregatorPair, pt: ProvisionedTask, measurements: list[A
     assert result.accepted == len(measurements)
 
 
-async def collect(pair: AggregatorPair, pt: ProvisionedTask, query: Query) -> Collection:
+async def collect(pair: AggregatorPair, pt: ProvisionedTask, query: Any) -> Collection:
     async with pair.collector(pt) as collector:
         return await collector.collect(query, timeout=30, max_poll_interval=0.05)
 
@@ -123,10 +120,17 @@ def sql(state: Any, query: str, *args: Any) -> list[tuple[Any, ...]]:
 # -- exact aggregates: every Prio3 variant, both batch modes, sync and async Helper ---------
 
 
-@pytest.mark.parametrize("helper", [SYNC, ASYNC], ids=["sync", "async"])
+# DAP-09 aggregation jobs are synchronous: no "async" Helper variant for dap-09.
+PROTO_HELPERS = [pytest.param(p, h, id=f"{p.name}-{hid}") for p in PROTOS
+                 for h, hid in ((SYNC, "sync"), (ASYNC, "async"))
+                 if not (p.dap09 and h is ASYNC)]
+proto_param = pytest.mark.parametrize("proto", PROTOS, ids=[p.name for p in PROTOS])
+
+
+@pytest.mark.parametrize(("proto", "helper"), PROTO_HELPERS)
 @pytest.mark.parametrize("mode", MODES, ids=["time_interval", "leader_selected"])
 @pytest.mark.parametrize("name", list(VDAFS))
-def test_exact_aggregate(tmp_path: Path, name: str, mode: BatchMode,
+def test_exact_aggregate(tmp_path: Path, name: str, mode: BatchMode, proto: Proto,
                          helper: dict[str, Any]) -> None:
     make_vdaf, measurement = VDAFS[name]
     measurements = [measurement(i) for i in range(7)]
@@ -135,8 +139,8 @@ def test_exact_aggregate(tmp_path: Path, name: str, mode: BatchMode,
         async with AggregatorPair(tmp_path, helper_overrides=helper) as pair:
             # Leader-selected: the batch holds every report (max_batch_size), so the
             # collected batch is known.
-            pt = pair.provision(make_vdaf(), batch_mode=mode, min_batch_size=5,
-                                max_batch_size=len(measurements))
+            pt = pair.provision(make_vdaf(proto), batch_mode=mode, min_batch_size=5,
+                                max_batch_size=len(measurements), profile=proto.profile)
             await upload(pair, pt, measurements)
             collection = await collect(pair, pt, query_for(pair, pt))
             assert collection.report_count == len(measurements)
@@ -149,8 +153,9 @@ def test_exact_aggregate(tmp_path: Path, name: str, mode: BatchMode,
                     [(len(measurements),)]
             # The interval is the smallest one containing the reports' times.
             now = int(pair.clock()) // pt.task.time_precision
-            assert now - 1 <= int(collection.interval.start) <= now
-            assert 1 <= int(collection.interval.duration) <= 2
+            start, duration = proto.units(pt, collection.interval)
+            assert now - 1 <= start <= now
+            assert 1 <= duration <= 2
     asyncio.run(run())
 
 
@@ -215,24 +220,25 @@ def aggregator_noise_tolerance(mechanism_pmf: dict[float, float]) -> float:
 DP_CASES = {
     # name: (vdaf, spec, measurements, batch mode, helper)
     "HistogramWithAggregatorRandomization": (
-        lambda: Prio3Histogram(2, 4, 2),
+        lambda p: p.histogram(4, 2),
         {"epsilon": 5.0, "delta": 1e-6}, [0] * 30 + [1] * 15 + [2] * 10 + [3] * 5,
         BatchMode.TIME_INTERVAL, SYNC),
     "HistogramWithAggregatorLaplace": (
-        lambda: Prio3Histogram(2, 4, 2),
+        lambda p: p.histogram(4, 2),
         {"epsilon": 5.0}, [0] * 24 + [1] * 12 + [2] * 9,
         BatchMode.LEADER_SELECTED, ASYNC),
     "SumVecWithAggregatorRandomization": (
-        lambda: Prio3SumVec(2, 3, 3, 2),
+        lambda p: p.sumvec(3, 3, 2),
         {"epsilon": 10.0, "delta": 1e-6}, [[i % 4, 3, (i * 7) % 4] for i in range(40)],
         BatchMode.TIME_INTERVAL, ASYNC),
 }
 
 
+@proto_param
 @pytest.mark.parametrize("policy", list(DP_CASES))
-def test_dp_aggregator_noise(tmp_path: Path, policy: str) -> None:
+def test_dp_aggregator_noise(tmp_path: Path, policy: str, proto: Proto) -> None:
     make_vdaf, params, measurements, mode, helper = DP_CASES[policy]
-    vdaf = make_vdaf()
+    vdaf = make_vdaf(proto)
     if policy == "SumVecWithAggregatorRandomization":
         exact = exact_aggregate("sumvec", measurements)
     else:
@@ -241,7 +247,7 @@ def test_dp_aggregator_noise(tmp_path: Path, policy: str) -> None:
     async def run() -> None:
         async with AggregatorPair(tmp_path, helper_overrides=helper) as pair:
             pt = pair.provision(vdaf, batch_mode=mode, min_batch_size=len(measurements),
-                                dp_policy={"policy": policy, **params})
+                                dp_policy={"policy": policy, **params}, profile=proto.profile)
             task_policy = pair.collector(pt).policy
             assert type(task_policy).__name__ == policy
             if policy == "HistogramWithAggregatorLaplace":
@@ -264,13 +270,14 @@ def test_dp_aggregator_noise(tmp_path: Path, policy: str) -> None:
     asyncio.run(run())
 
 
-def test_dp_client_randomization(tmp_path: Path) -> None:
+@proto_param
+def test_dp_client_randomization(tmp_path: Path, proto: Proto) -> None:
     """MultiHotHistogramWithClientRandomization: each Client noises its one-hot vector
     with symmetric RAPPOR; the Collector debiases."""
     eps0, length, fp = 3.0, 8, 1e-9
     policy = policies.MultiHotHistogramWithClientRandomization(eps0, length, fp)
     # The task's VDAF must use the policy's max_weight (7 here: fewer than length).
-    vdaf = Prio3MultihotCountVec(2, length, policy.max_weight, 3)
+    vdaf = proto.multihot(length, policy.max_weight, 3)
     assert policy.max_weight < length
     buckets = [0] * 30 + [3] * 14 + [i % length for i in range(16)]
     n = len(buckets)
@@ -289,9 +296,9 @@ def test_dp_client_randomization(tmp_path: Path) -> None:
         async with AggregatorPair(tmp_path) as pair:
             pt = pair.provision(vdaf, batch_mode=BatchMode.LEADER_SELECTED, min_batch_size=n,
                                 dp_policy={"policy": "MultiHotHistogramWithClientRandomization",
-                                           "eps0": eps0, "fp": fp})
+                                           "eps0": eps0, "fp": fp}, profile=proto.profile)
             await upload(pair, pt, buckets)
-            collection = await collect(pair, pt, Query.leader_selected())
+            collection = await collect(pair, pt, proto.current_batch_query())
             assert collection.report_count == n
             # The aggregate is of noised bit vectors: each coordinate in [0, n].
             assert all(0 <= c <= n for c in collection.aggregate_result)
@@ -300,7 +307,8 @@ def test_dp_client_randomization(tmp_path: Path) -> None:
     asyncio.run(run())
 
 
-def test_dp_policy_max_weight_must_match(tmp_path: Path) -> None:
+@proto_param
+def test_dp_policy_max_weight_must_match(tmp_path: Path, proto: Proto) -> None:
     """An Aggregator refuses a task whose VDAF does not use the policy's max_weight."""
     spec = {"policy": "MultiHotHistogramWithClientRandomization", "eps0": 3.0, "fp": 1e-9}
     max_weight = policies.MultiHotHistogramWithClientRandomization(3.0, 8, 1e-9).max_weight
@@ -310,8 +318,8 @@ def test_dp_policy_max_weight_must_match(tmp_path: Path) -> None:
         async with AggregatorPair(tmp_path, leader_overrides=admin) as pair, \
                 aiohttp.ClientSession() as session:
             for weight, status in ((max_weight + 1, 400), (max_weight, 201)):
-                pt = new_task(Prio3MultihotCountVec(2, 8, weight, 3), pair.leader_url,
-                              pair.helper_url, dp_policy=spec)
+                pt = new_task(proto.multihot(8, weight, 3), pair.leader_url,
+                              pair.helper_url, dp_policy=spec, profile=proto.profile)
                 async with session.post(pair.leader_url + "internal/tasks",
                                         json=pt.admin_json("leader"),
                                         headers={"Authorization": "Bearer admin"}) as resp:
@@ -324,7 +332,8 @@ def test_dp_policy_max_weight_must_match(tmp_path: Path) -> None:
 # -- collections over several buckets, successive collections, eager aggregation ------------
 
 
-def test_collection_over_several_buckets(tmp_path: Path) -> None:
+@proto_param
+def test_collection_over_several_buckets(tmp_path: Path, proto: Proto) -> None:
     precision = 10
     start = aligned_start(precision)
     clock = OffsetClock(start + 40)
@@ -332,25 +341,26 @@ def test_collection_over_several_buckets(tmp_path: Path) -> None:
 
     async def run() -> None:
         async with AggregatorPair(tmp_path, clock=clock) as pair:
-            pt = pair.provision(Prio3Sum(2, 100), min_batch_size=6, time_precision=precision)
+            pt = pair.provision(proto.sum(100), min_batch_size=6, time_precision=precision,
+                                profile=proto.profile)
             by_bucket = {0: [1, 2], 1: [10, 20], 3: [33, 44, 55]}
             for offset, values in by_bucket.items():
                 await upload(pair, pt, values, time_seconds=start + offset * precision)
             # Four buckets (the third is empty): one batch over all of them.
-            query = Query.time_interval(Interval(Time(base), Duration(4)))
-            collection = await collect(pair, pt, query)
+            collection = await collect(pair, pt, proto.interval_query(pt, base, 4))
             assert collection.report_count == 7
             assert collection.aggregate_result == sum(sum(v) for v in by_bucket.values())
             # The smallest interval that contains every report time.
-            assert collection.interval == Interval(Time(base), Duration(4))
+            assert proto.units(pt, collection.interval) == (base, 4)
             for state in (pair.leader_state, pair.helper_state):
                 rows = sql(state, "SELECT report_count FROM batch_buckets ORDER BY bucket")
                 assert rows == [(2,), (2,), (3,)]
     asyncio.run(run())
 
 
+@proto_param
 @pytest.mark.parametrize("mode", MODES, ids=["time_interval", "leader_selected"])
-def test_two_successive_collections(tmp_path: Path, mode: BatchMode) -> None:
+def test_two_successive_collections(tmp_path: Path, mode: BatchMode, proto: Proto) -> None:
     precision = 10
     start = aligned_start(precision)
     clock = OffsetClock(start + 30)
@@ -360,21 +370,29 @@ def test_two_successive_collections(tmp_path: Path, mode: BatchMode) -> None:
     async def run() -> None:
         async with AggregatorPair(tmp_path, clock=clock,
                                   helper_overrides=ASYNC) as pair:
-            pt = pair.provision(Prio3Sum(2, 100), batch_mode=mode, min_batch_size=5,
-                                time_precision=precision)
+            pt = pair.provision(proto.sum(100), batch_mode=mode, min_batch_size=5,
+                                time_precision=precision, profile=proto.profile)
             if mode == BatchMode.TIME_INTERVAL:
                 await upload(pair, pt, first, time_seconds=start)
                 await upload(pair, pt, second, time_seconds=start + 2 * precision)
-                one = await collect(pair, pt, Query.time_interval(
-                    Interval(Time(base), Duration(1))))
-                two = await collect(pair, pt, Query.time_interval(
-                    Interval(Time(base + 1), Duration(2))))
+                one = await collect(pair, pt, proto.interval_query(pt, base, 1))
+                two = await collect(pair, pt, proto.interval_query(pt, base + 1, 2))
                 assert (one.aggregate_result, two.aggregate_result) == (sum(first),
                                                                         sum(second))
-                assert one.interval == Interval(Time(base), Duration(1))
-                assert two.interval == Interval(Time(base + 2), Duration(1))
+                assert proto.units(pt, one.interval) == (base, 1)
+                assert proto.units(pt, two.interval) == (base + 2, 1)
                 assert sql(pair.helper_state, "SELECT start, end_ FROM collected_intervals "
                            "ORDER BY start") == [(base, base + 1), (base + 1, base + 3)]
+            elif proto.dap09:
+                await upload(pair, pt, first + second)
+                # DAP-09: the Collector names each collection job, so two current_batch
+                # queries are two jobs and take two batches.
+                one = await collect(pair, pt, proto.current_batch_query())
+                two = await collect(pair, pt, proto.current_batch_query())
+                assert two.job_url != one.job_url and one.batch_id != two.batch_id
+                assert one.aggregate_result + two.aggregate_result == sum(first + second)
+                assert sql(pair.helper_state, "SELECT COUNT(*) FROM collected_buckets") == \
+                    [(2,)]
             else:
                 await upload(pair, pt, first + second)
                 query = Query.leader_selected()
@@ -402,8 +420,10 @@ def test_two_successive_collections(tmp_path: Path, mode: BatchMode) -> None:
     asyncio.run(run())
 
 
+@proto_param
 @pytest.mark.parametrize("mode", MODES, ids=["time_interval", "leader_selected"])
-def test_eager_aggregation_while_uploading(tmp_path: Path, mode: BatchMode) -> None:
+def test_eager_aggregation_while_uploading(tmp_path: Path, mode: BatchMode,
+                                           proto: Proto) -> None:
     """Reports are aggregated as they arrive, before any collection job exists; the
     collection then only combines the batch buckets."""
     rounds = [[1, 2, 3], [4, 5, 6], [7, 8, 9]]
@@ -411,8 +431,8 @@ def test_eager_aggregation_while_uploading(tmp_path: Path, mode: BatchMode) -> N
 
     async def run() -> None:
         async with AggregatorPair(tmp_path) as pair:
-            pt = pair.provision(Prio3Sum(2, 10), batch_mode=mode, min_batch_size=total,
-                                max_batch_size=total)
+            pt = pair.provision(proto.sum(10), batch_mode=mode, min_batch_size=total,
+                                max_batch_size=total, profile=proto.profile)
             done = 0
             for values in rounds:
                 await upload(pair, pt, values)
