@@ -19,7 +19,6 @@ from dap.hpke import choose_config
 from dap.messages import (
     HpkeConfig,
     HpkeConfigList,
-    Report,
     ReportError,
     Time,
     UploadErrors,
@@ -109,11 +108,12 @@ class Client:
         return self._configs
 
     async def prepare(self, measurements: Sequence[Any],
-                      time_seconds: float | None = None) -> list[Report]:
+                      time_seconds: float | None = None) -> list[Any]:
         """Reports for the measurements (client-side DP noise applied when the task's
         policy has one)."""
         leader, helper = await self.hpke_configs()
         now = time_seconds if time_seconds is not None else self.clock()
+        make: Any
         if self._dap09:
             # DAP-09 report times are seconds, rounded by generate_report (Section 4.4.2).
             t = int(now)
@@ -121,7 +121,7 @@ class Client:
         else:
             t = Time.from_seconds(int(now), self.task.time_precision)
             make = generate_report
-        reports = []
+        reports: list[Any] = []
         for m in measurements:
             if self.policy is not None:
                 m = self.policy.add_noise_to_measurement(m)

@@ -66,8 +66,8 @@ def policy_from_spec(spec: dict[str, Any], vdaf: Any) -> Any:
     vdaf_name = {"Prio3MultiHotHistogram": "Prio3MultihotCountVec"}.get(vdaf_name, vdaf_name)
     shares = vdaf.SHARES
     # VDAF-08 gives SumVec a bit width and MultiHotHistogram a max_count.
-    max_measurement = getattr(vdaf, "max_measurement", None)
-    if max_measurement is None and hasattr(vdaf, "bits"):
+    max_measurement: int = getattr(vdaf, "max_measurement", 0)
+    if not max_measurement and hasattr(vdaf, "bits"):
         max_measurement = (1 << vdaf.bits) - 1
     max_weight = getattr(vdaf, "max_weight", getattr(vdaf, "max_count", None))
     try:

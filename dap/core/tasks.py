@@ -69,7 +69,8 @@ class AggregatorTask:
 
     @property
     def profile(self) -> Profile:
-        return self.task.profile
+        profile: Profile = self.task.profile
+        return profile
 
     @cached_property
     def vdaf(self) -> Any:
@@ -82,7 +83,8 @@ class AggregatorTask:
 
     @property
     def batch_mode(self) -> BatchMode:
-        return self.task.batch_mode
+        mode: BatchMode = self.task.batch_mode
+        return mode
 
     @property
     def max_batch_size(self) -> int:
@@ -107,7 +109,7 @@ class AggregatorTask:
 
     def now_time(self, now: float) -> int:
         """The current time in the task's units (DAP-18 Section 4.1.1)."""
-        return int(now) // self.task.time_precision
+        return int(now) // int(self.task.time_precision)
 
     def check_auth_token(self, token: str | None, collector: bool = False) -> bool:
         import hmac

@@ -447,7 +447,7 @@ class Wire09(Wire):
         return [m09.Report.decode(body)]
 
     def report_time(self, task: Any, metadata: Any) -> int:
-        return int(metadata.time) // task.task.time_precision
+        return int(metadata.time) // int(task.task.time_precision)
 
     def time_error(self, task: Any, metadata: Any, now: float, clock_skew: int,
                    check_too_early: bool = True) -> ReportError | None:
