@@ -154,18 +154,21 @@ class Client:
                 rejected[bytes(s.id)] = s.error
         return UploadResult(len(reports) - len(rejected), rejected)
 
-    async def _put_reports(self, reports: Sequence[Any]) -> UploadResult:
+    async def _put_reports(self, reports: Sequence[Any], concurrency: int = 16
+                           ) -> UploadResult:
+        """DAP-09: one PUT per report (Section 4.4.2), `concurrency` at a time."""
         url = self.task.profile.resource_url("reports", self.task.leader_aggregator_endpoint,
                                              task_id=self.task.task_id)
         headers = {"Content-Type": self.task.profile.media_type_for("Report")}
-        result = UploadResult(0, {})
-        for report in reports:
-            async with self.session.put(url, data=report.encode(), headers=headers) as resp:
+        sem = asyncio.Semaphore(concurrency)
+
+        async def put(report: Any) -> ReportError | None:
+            async with sem, self.session.put(url, data=report.encode(),
+                                             headers=headers) as resp:
                 content = await resp.read()
                 status = resp.status
             if status < 400:
-                result.accepted += 1
-                continue
+                return None
             try:
                 doc = ProblemDocument.from_json(content)
                 token = doc.dap_problem(self.task.profile)
@@ -174,9 +177,12 @@ class Client:
                 token, detail = None, content[:200].decode(errors="replace")
             if token not in _UPLOAD_PROBLEMS_09:
                 raise UploadError(status, detail)
-            result.rejected[bytes(report.report_metadata.report_id)] = \
-                _UPLOAD_PROBLEMS_09[str(token)]
-        return result
+            return _UPLOAD_PROBLEMS_09[str(token)]
+
+        errors = await asyncio.gather(*(put(r) for r in reports))
+        rejected = {bytes(r.report_metadata.report_id): e
+                    for r, e in zip(reports, errors, strict=True) if e is not None}
+        return UploadResult(len(reports) - len(rejected), rejected)
 
     async def upload(self, measurements: Sequence[Any], batch_size: int = 500,
                      time_seconds: float | None = None) -> UploadResult:

@@ -48,11 +48,10 @@ import pytest
 import dap.server
 from dap.client import Client
 from dap.collector import Collector
-from dap.messages import BatchMode, Duration, Interval, Query, Time
+from dap.messages import BatchMode
 from dap.provision import ProvisionedTask, new_task
 from dap.storage.sqlite import SqliteDatastore
-from tests.dap_harness import free_port
-from vdaf.prio3 import Prio3Count, Prio3Histogram
+from tests.dap_harness import PROTOS, Proto, free_port
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 _FALLBACK = ("import sys; from dap.server.app import run; "
@@ -246,14 +245,14 @@ async def upload(pt: ProvisionedTask, measurements: list[Any], per_request: int)
             assert result.accepted == len(reports[i : i + per_request]), result.rejected
 
 
-async def collect(pt: ProvisionedTask, query: Query) -> Any:
+async def collect(pt: ProvisionedTask, query: Any) -> Any:
     async with Collector(pt.task, pt.collector_keypair, pt.collector_auth_token) as collector:
         return await collector.collect(query, timeout=40, max_poll_interval=0.2)
 
 
-def query_around_now(pt: ProvisionedTask) -> Query:
+def query_around_now(pt: ProvisionedTask) -> Any:
     now = int(time.time()) // pt.task.time_precision
-    return Query.time_interval(Interval(Time(now - 10), Duration(20)))
+    return Proto(pt.task.profile.name).interval_query(pt, now - 10, 20)
 
 
 def diagnostics(*aggs: AggregatorProcess) -> str:
@@ -262,7 +261,7 @@ def diagnostics(*aggs: AggregatorProcess) -> str:
 
 def check_exactly_once(pt: ProvisionedTask, leader: AggregatorProcess,
                        helper: AggregatorProcess, measurements: list[Any], expected: Any,
-                       query: Query | None = None) -> None:
+                       query: Any = None) -> None:
     n = len(measurements)
     wait_until(lambda: report_states(leader.datastore).get("aggregated", 0) == n
                or report_states(leader.datastore).get("failed", 0) > 0, 40,
@@ -278,17 +277,21 @@ def check_exactly_once(pt: ProvisionedTask, leader: AggregatorProcess,
         assert count_rows(agg.datastore, "SELECT SUM(report_count) FROM batch_buckets") == n
 
 
+@pytest.mark.parametrize("proto", PROTOS, ids=[p.name for p in PROTOS])
 @pytest.mark.parametrize("mode", [BatchMode.TIME_INTERVAL, BatchMode.LEADER_SELECTED])
-def test_leader_sigkill_mid_aggregation(cluster: Cluster, mode: BatchMode) -> None:
+def test_leader_sigkill_mid_aggregation(cluster: Cluster, mode: BatchMode, proto: Proto) -> None:
+    """A restarted Leader resends its stored requests byte for byte (DAP-09: the same
+    PUT to the same aggregation job ID, which the Helper answers from the stored job)."""
     rng = random.Random(1)
     n = 600
     helper = cluster.aggregator("helper")
     leader = cluster.aggregator("leader", max_job_size=8, job_concurrency=4)
-    vdaf = Prio3Count(2)
+    vdaf = proto.count()
     # Leader-selected: one batch that takes every report and is released only when full.
     pt = new_task(vdaf, leader.url, helper.url, batch_mode=mode,
                   min_batch_size=100 if mode == BatchMode.TIME_INTERVAL else n,
-                  max_batch_size=None if mode == BatchMode.TIME_INTERVAL else n)
+                  max_batch_size=None if mode == BatchMode.TIME_INTERVAL else n,
+                  profile=proto.profile)
     provision(pt, leader, helper)
     helper.start()
     leader.start()
@@ -322,16 +325,17 @@ def test_leader_sigkill_mid_aggregation(cluster: Cluster, mode: BatchMode) -> No
     assert at_kill.get("aggregated", 0) < n, at_kill
     leader.start()
 
-    query = None if mode == BatchMode.TIME_INTERVAL else Query.leader_selected()
+    query = None if mode == BatchMode.TIME_INTERVAL else proto.current_batch_query()
     check_exactly_once(pt, leader, helper, measurements, sum(measurements), query)
 
 
-def test_helper_sigkill_mid_aggregation(cluster: Cluster) -> None:
+@pytest.mark.parametrize("proto", PROTOS, ids=[p.name for p in PROTOS])
+def test_helper_sigkill_mid_aggregation(cluster: Cluster, proto: Proto) -> None:
     rng = random.Random(2)
-    helper = cluster.aggregator("helper", async_helper=True)
+    helper = cluster.aggregator("helper", async_helper=True)  # (DAP-09: synchronous)
     leader = cluster.aggregator("leader", max_job_size=10, job_concurrency=4)
-    vdaf = Prio3Histogram(2, 10, 4)
-    pt = new_task(vdaf, leader.url, helper.url, min_batch_size=100)
+    vdaf = proto.histogram(10, 4)
+    pt = new_task(vdaf, leader.url, helper.url, min_batch_size=100, profile=proto.profile)
     provision(pt, leader, helper)
     helper.start()
     leader.start()

@@ -158,12 +158,24 @@ class Wire:
         """Raises `DecodeError`."""
         raise NotImplementedError
 
+    # The continuation request has the same shape in both drafts: (step, [(id, msg)]).
+    continue_req_cls: Any
+    continue_item_cls: Any
+
     def encode_continue_req(self, step: int, items: Sequence[tuple[bytes, bytes]]) -> bytes:
-        raise NotImplementedError
+        return bytes(self.continue_req_cls(step, tuple(
+            self.continue_item_cls(m18.ReportID(rid), payload)
+            for rid, payload in items)).encode())
 
     def decode_continue_req(self, task: Any, body: bytes) -> tuple[int, list[tuple[bytes,
                                                                                   bytes]]]:
-        raise NotImplementedError
+        try:
+            req = self.continue_req_cls.decode(body)
+        except DecodeError as exc:
+            raise _invalid(task, exc) from None
+        items = req.verify_continues if hasattr(req, "verify_continues") \
+            else req.prepare_continues
+        return int(req.step), [(bytes(c.report_id), bytes(c.payload)) for c in items]
 
     # -- collection ---------------------------------------------------------------------
     def decode_collection_req(self, task: Any, body: bytes) -> CollReq:
@@ -209,6 +221,8 @@ def _resp_kind(value: int) -> VerifyRespType:
 class Wire18(Wire):
     report_cls = m18.Report
     plaintext_cls = m18.PlaintextInputShare
+    continue_req_cls = m18.AggregationJobContinueReq
+    continue_item_cls = m18.VerifyContinue
     statuses = {"upload": 200, "collection_not_ready": 200, "aggregation_job_init": 201,
                 "aggregate_share": 201}
     messages = {"upload": "UploadRequest", "collection": "CollectionJobResp",
@@ -304,18 +318,6 @@ class Wire18(Wire):
         return [Resp(bytes(v.report_id), v.verify_resp_type, v.payload,
                      ReportError(v.report_error) if v.report_error is not None else None)
                 for v in resp.verify_resps]
-
-    def encode_continue_req(self, step: int, items: Sequence[tuple[bytes, bytes]]) -> bytes:
-        return m18.AggregationJobContinueReq(step, tuple(
-            m18.VerifyContinue(m18.ReportID(rid), payload) for rid, payload in items)).encode()
-
-    def decode_continue_req(self, task: Any, body: bytes) -> tuple[int, list[tuple[bytes,
-                                                                                  bytes]]]:
-        try:
-            req = m18.AggregationJobContinueReq.decode(body)
-        except DecodeError as exc:
-            raise _invalid(task, exc) from None
-        return req.step, [(bytes(c.report_id), c.payload) for c in req.verify_continues]
 
     def decode_collection_req(self, task: Any, body: bytes) -> CollReq:
         try:
@@ -426,6 +428,8 @@ def to_prepare_error(error: ReportError) -> m09.PrepareError:
 class Wire09(Wire):
     report_cls = m09.Report
     plaintext_cls = m09.PlaintextInputShare
+    continue_req_cls = m09.AggregationJobContinueReq
+    continue_item_cls = m09.PrepareContinue
     statuses = {"upload": 201, "collection_not_ready": 202, "aggregation_job_init": 201,
                 "aggregate_share": 200}
     messages = {"upload": "Report", "collection": "Collection",
@@ -454,8 +458,10 @@ class Wire09(Wire):
         t = int(metadata.time)
         if check_too_early and t > int(now) + clock_skew:
             return ReportError.REPORT_TOO_EARLY
+        # "past the task's task_expiration" (DAP-09 Section 4.4.2): a report at the
+        # expiration itself is still in (as our Client, which refuses t > expiration).
         expiration = task.task.task_expiration
-        if expiration is not None and t >= expiration:
+        if expiration is not None and t > expiration:
             return ReportError.TASK_EXPIRED
         return None
 
@@ -527,18 +533,6 @@ class Wire09(Wire):
                      _FROM_PREPARE_ERROR[p.prepare_error] if p.prepare_error is not None
                      else None)
                 for p in resp.prepare_resps]
-
-    def encode_continue_req(self, step: int, items: Sequence[tuple[bytes, bytes]]) -> bytes:
-        return m09.AggregationJobContinueReq(step, tuple(
-            m09.PrepareContinue(m09.ReportID(rid), payload) for rid, payload in items)).encode()
-
-    def decode_continue_req(self, task: Any, body: bytes) -> tuple[int, list[tuple[bytes,
-                                                                                  bytes]]]:
-        try:
-            req = m09.AggregationJobContinueReq.decode(body)
-        except DecodeError as exc:
-            raise _invalid(task, exc) from None
-        return req.step, [(bytes(c.report_id), c.payload) for c in req.prepare_continues]
 
     def decode_collection_req(self, task: Any, body: bytes) -> CollReq:
         try:
