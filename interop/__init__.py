@@ -1,8 +1,18 @@
-"""The DAP interop test API (draft-dcook-ppm-dap-interop-test-design-07) for DAP-18.
+"""The DAP interop test API (draft-dcook-ppm-dap-interop-test-design-07) for DAP-18 and
+DAP-09 tasks, served side by side by the same processes.
 
     ppm interop serve --role client|leader|helper|collector [--port 8080] [--host 127.0.0.1]
                       [--data-dir DIR] [--log-dir DIR]
-    ppm interop run --client URL --leader URL --helper URL --collector URL [--json]
+    ppm interop run --client URL --leader URL --helper URL --collector URL
+                    [--dap-version dap-18|dap-09|all ...] [--json]
+
+Protocol version of a request (:func:`interop.fields.request_version`): its
+``dap_version`` (``"dap-18"`` / ``"dap-09"``, our addition) when present; otherwise
+``batch_mode`` (the DAP-18 field current Janus sends, never sent by draft-07) means
+dap-18, and anything else -- draft-07's bodies, with ``query_type`` on add_task and no
+mode on upload -- dap-09, the protocol draft-07 was written for. A stock draft-07 runner
+therefore drives dap-09 tasks unchanged. collection_start and collection_poll follow the
+version their task was added with (a ``dap_version`` there must agree).
 
 Modules: ``fields`` (request fields -> task parameters, results -> JSON; no I/O),
 ``server`` (the aiohttp app of each role, the version table), ``runner`` (the draft's
@@ -22,7 +32,8 @@ client             upload              --
 collector          collection_start    ``handle``
 collector          collection_poll     ``status`` ``"complete"`` / ``"in progress"``,
                                        ``report_count``, ``interval_start``,
-                                       ``interval_duration`` (seconds), ``result``
+                                       ``interval_duration`` (seconds), ``result``;
+                                       ``batch_id`` (dap-09 fixed_size)
 =================  ==================  ==========================================
 
 A command that was understood answers 200 with ``status`` ``"success"`` (or, for
@@ -32,7 +43,7 @@ not a JSON object answers 400 with the same shape. Binary values are unpadded ba
 (padding accepted); integers are accepted as JSON numbers or decimal strings; VDAF
 results are decimal strings (arrays of them for vector VDAFs).
 
-Task fields (add_task on all three servers, and upload). DAP-18 binds the whole
+DAP-18 task fields (add_task on all three servers, and upload). DAP-18 binds the whole
 ``TaskConfiguration`` (task_info, both endpoints, time_precision, min_batch_size, batch
 mode, VDAF configuration, extensions) into the HPKE AAD of every input and aggregate
 share, so every role must receive the same values and derives the same bytes:
@@ -53,7 +64,7 @@ share, so every role must receive the same values and derives the same bytes:
   DP_POLICY task extension; Aggregators add noise, the Client applies client
   randomization, collection_poll adds ``debiased_result``.
 * ``dap_version`` (optional, our addition; the draft's API is not versioned):
-  ``"dap-18"`` (default); ``"dap-09"`` is reserved and answers ``"not yet supported"``.
+  ``"dap-18"``; without it a request is dap-18 only if it has ``batch_mode`` (above).
 * ``max_batch_query_count`` (draft-07) is accepted and ignored (DAP-18 collects a batch
   once; a value other than 1 is reported in ``notes``); ``max_batch_size`` (Leader,
   leader-selected) is the size the Leader fills a batch to (null or absent:
@@ -83,4 +94,40 @@ VDAF objects (integers as decimal strings or numbers):
   measurement an array of booleans (or ``"0"``/``"1"``), result an array.
 
 Any other ``type`` (Poplar1 included) answers status error.
+
+DAP-09 task fields (draft-07's, :func:`interop.fields.task09_from_fields`). DAP-09 binds
+only the task ID into its HPKE associated data, so each role needs -- and the draft sends
+it -- only the parameters it uses:
+
+* every role: ``task_id``, ``leader``, ``vdaf`` (VDAF-08, below);
+* Client (upload): ``helper``, ``time_precision``, ``measurement``, optional ``time``;
+  no query type (a report does not depend on it);
+* Collector (add_task): ``query_type`` (1 time_interval, 2 fixed_size),
+  ``collector_authentication_token``; ``helper`` and ``time_precision`` are optional
+  (with ``time_precision`` the Collector itself refuses misaligned intervals, without it
+  the Leader does);
+* Leader / Helper (add_task): ``helper``, ``role``, ``query_type``, ``min_batch_size``,
+  ``time_precision``, ``vdaf_verify_key`` (base64url, 16 bytes: VDAF-08),
+  ``collector_hpke_config``, ``leader_authentication_token`` and (Leader)
+  ``collector_authentication_token``, sent as ``DAP-Auth-Token`` as the draft says;
+  optional ``max_batch_size`` (fixed_size only, null: no maximum; the Leader fills
+  batches to it, else to min_batch_size), ``max_batch_query_count`` (default 1; a Prio3
+  batch is collected once whatever it is) and ``task_expiration`` (seconds).
+
+DAP-18 spellings are accepted where they do not conflict: ``batch_mode`` for
+``query_type`` (2 = fixed_size), ``task_end`` for ``task_expiration``,
+``max_measurement`` = 2^bits - 1 for ``bits``; ``task_start`` and ``task_info`` have no
+DAP-09 counterpart and are ignored (add_task says so in ``notes``). ``dp_policy`` works as for
+DAP-18 but nothing binds it, so every role must be given the same one.
+
+DAP-09 VDAF objects (VDAF-08): ``Prio3Count``; ``Prio3Sum`` with ``bits``;
+``Prio3SumVec`` with ``length``, ``bits``, ``chunk_length``; ``Prio3Histogram`` with
+``length``, ``chunk_length``; measurements and results as above. ``Prio3MultihotCountVec``
+is refused (VDAF-08 has none: it first appears in VDAF-10, and the test-only VDAF-08
+``Prio3MultiHotHistogram`` uses a private-use codepoint no other implementation shares).
+
+DAP-09 collection_start ``query``: ``{"type": 1, "batch_interval_start": s,
+"batch_interval_duration": d}`` (seconds), ``{"type": 2, "subtype": 1}`` (current batch)
+or ``{"type": 2, "subtype": 0, "batch_id": b}`` (by batch ID, base64url); collection_poll
+of a fixed_size task answers the collected ``batch_id``.
 """

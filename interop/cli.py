@@ -4,10 +4,11 @@
                       [--host 127.0.0.1] [--data-dir DIR] [--log-dir DIR]
     ppm interop run --client URL --leader URL --helper URL --collector URL
                     [--vdaf NAME ...] [--batch-mode time_interval|leader_selected]
-                    [--dap-version dap-18] [--concurrency 4] [--json]
+                    [--dap-version dap-18|dap-09|all ...] [--concurrency 4] [--json]
 
-`serve` runs the test API of one role (interop/server.py); `run` drives four of them
-through every case (interop/runner.py) and exits 1 if any case fails.
+`serve` runs the test API of one role (interop/server.py), for dap-18 and dap-09 tasks
+alike; `run` drives four of them through every case (interop/runner.py) of both protocol
+versions, or of those `--dap-version` names, and exits 1 if any case fails.
 """
 
 from __future__ import annotations
@@ -44,11 +45,13 @@ def register(subparsers: Any) -> None:
                          help=f"base URL of the {role}'s test API")
     run.add_argument("--vdaf", action="append", default=None,
                      help="only cases of this VDAF (repeatable)")
-    run.add_argument("--batch-mode", choices=("time_interval", "leader_selected"),
-                     default=None, help="only cases of this batch mode")
-    run.add_argument("--dap-version", default=server.DEFAULT_VERSION,
-                     choices=sorted(server.VERSIONS),
-                     help="protocol version of the cases (dap-09: not yet supported)")
+    run.add_argument("--batch-mode", choices=("time_interval", "leader_selected",
+                                              "fixed_size"),
+                     default=None, help="only cases of this batch mode (fixed_size is "
+                                        "DAP-09's name of leader_selected)")
+    run.add_argument("--dap-version", action="append", default=None,
+                     choices=[*r.VERSIONS, "all"],
+                     help="only cases of this protocol version (repeatable; default all)")
     run.add_argument("--concurrency", type=int, default=4, help="cases run at once")
     run.add_argument("--time-precision", type=int, default=3600)
     run.add_argument("--timeout", type=float, default=60.0,
@@ -63,7 +66,9 @@ def _serve(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    cases = r.default_cases(args.dap_version)
+    versions = [] if not args.dap_version or "all" in args.dap_version \
+        else args.dap_version
+    cases = r.default_cases(*versions)
     if args.vdaf:
         cases = [c for c in cases if c.vdaf["type"] in args.vdaf]
     if args.batch_mode:

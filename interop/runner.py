@@ -8,11 +8,20 @@ configuration), the Leader and the Helper, one upload per measurement through th
 collection_start, and collection_poll until complete; the result and report count are
 compared with the expected aggregate.
 
-The cases (:func:`default_cases`) are every Prio3 VDAF of the draft plus
-Prio3MultihotCountVec, each in both batch modes, for dap-18. Requests carry the DAP-18
-fields (batch_mode, min_batch_size, time_precision, task_end, max_measurement) to every
-role, next to the draft-07 spellings the draft sends (query_type, task_expiration,
-max_batch_query_count, bits) where they do not conflict.
+The cases (:func:`default_cases`) are, for each protocol version, every Prio3 VDAF of the
+draft in both batch modes (query types), plus Prio3MultihotCountVec for dap-18 (VDAF-08,
+which dap-09 runs, has none):
+
+* dap-18 requests carry ``dap_version`` and the DAP-18 fields (batch_mode,
+  min_batch_size, time_precision, task_end, max_measurement) to every role, next to the
+  draft-07 spellings (query_type, task_expiration, max_batch_query_count, bits) where they
+  do not conflict;
+* dap-09 requests are draft-07's request bodies exactly (no ``dap_version``: the servers
+  must recognise them as dap-09 as they would a stock draft-07 runner's), and a
+  fixed_size collection must report its ``batch_id``.
+
+Every case also checks the report count and that the collection's interval contains the
+upload time.
 """
 
 from __future__ import annotations
@@ -26,7 +35,7 @@ from urllib.parse import urljoin
 
 import aiohttp
 
-from interop.fields import b64encode, vdaf_from_descriptor
+from interop.fields import b64decode, b64encode, vdaf_from_descriptor
 
 Json = dict[str, Any]
 
@@ -54,42 +63,70 @@ class Outcome:
     detail: str = ""
     result: Any = None
     report_count: int | None = None
+    batch_id: str | None = None
+    task_id: str | None = None      # base64url, to find the case in the roles' logs
     steps: list[str] = field(default_factory=list)
 
     def to_json(self) -> Json:
         return {"case": self.case.name, "vdaf": self.case.vdaf["type"],
-                "batch_mode": _MODE_NAMES[self.case.batch_mode],
+                "batch_mode": _mode_name(self.case.dap_version, self.case.batch_mode),
                 "dap_version": self.case.dap_version, "passed": self.passed,
                 "seconds": round(self.seconds, 2), "report_count": self.report_count,
-                "result": self.result, "expected": self.case.expected, "detail": self.detail}
+                "result": self.result, "expected": self.case.expected,
+                "batch_id": self.batch_id, "task_id": self.task_id,
+                "detail": self.detail}
 
 
+VERSIONS = ("dap-18", "dap-09")
 _MODE_NAMES = {1: "time_interval", 2: "leader_selected"}
+# DAP-09 calls its batch modes query types: batch mode 2 is fixed_size.
+_QUERY_TYPE_NAMES = {1: "time_interval", 2: "fixed_size"}
 
-# VDAF descriptors (draft Section 4.1.1 attribute names and string-encoded integers),
-# measurements and expected aggregates.
-_VDAF_CASES: list[tuple[Json, list[Any], Any]] = [
-    ({"type": "Prio3Count"}, ["1", "0", "1", "1", "0"], "3"),
-    ({"type": "Prio3Sum", "max_measurement": "255"}, ["10", "0", "255", "7", "1"], "273"),
-    ({"type": "Prio3SumVec", "length": "3", "bits": "4", "chunk_length": "2"},
+
+def _mode_name(dap_version: str, batch_mode: int) -> str:
+    return (_QUERY_TYPE_NAMES if dap_version == "dap-09" else _MODE_NAMES)[batch_mode]
+
+
+def _same(desc: Json) -> dict[str, Json]:
+    return {v: desc for v in VERSIONS}
+
+
+# VDAF descriptors per version (draft Section 4.1.1 attribute names and string-encoded
+# integers), measurements and expected aggregates.
+_VDAF_CASES: list[tuple[dict[str, Json], list[Any], Any]] = [
+    (_same({"type": "Prio3Count"}), ["1", "0", "1", "1", "0"], "3"),
+    ({"dap-18": {"type": "Prio3Sum", "max_measurement": "255"},
+      "dap-09": {"type": "Prio3Sum", "bits": "8"}},
+     ["10", "0", "255", "7", "1"], "273"),
+    (_same({"type": "Prio3SumVec", "length": "3", "bits": "4", "chunk_length": "2"}),
      [["1", "2", "3"], ["15", "0", "0"], ["0", "0", "1"], ["2", "2", "2"], ["0", "15", "0"]],
      ["18", "19", "6"]),
-    ({"type": "Prio3Histogram", "length": "4", "chunk_length": "2"},
+    (_same({"type": "Prio3Histogram", "length": "4", "chunk_length": "2"}),
      ["0", "3", "3", "1", "3"], ["1", "1", "0", "3"]),
-    ({"type": "Prio3MultihotCountVec", "length": "4", "max_weight": "2",
-      "chunk_length": "2"},
+    ({"dap-18": {"type": "Prio3MultihotCountVec", "length": "4", "max_weight": "2",
+                 "chunk_length": "2"}},
      [[True, False, False, True], [False, False, False, False], [True, True, False, False],
       [False, False, True, False], [True, False, False, False]],
      ["3", "1", "1", "1"]),
 ]
 
 
-def default_cases(dap_version: str = "dap-18") -> list[Case]:
+def default_cases(*dap_versions: str) -> list[Case]:
+    """The cases of the given versions (default: all of :data:`VERSIONS`), dap-18 first."""
+    unknown = set(dap_versions) - set(VERSIONS)
+    if unknown:
+        raise ValueError(f"unknown DAP versions {sorted(unknown)}; known: {list(VERSIONS)}")
     cases = []
-    for vdaf, measurements, expected in _VDAF_CASES:
-        for mode in (1, 2):
-            name = f"{dap_version}/{vdaf['type']}/{_MODE_NAMES[mode]}"
-            cases.append(Case(name, vdaf, mode, measurements, expected, dap_version))
+    for version in VERSIONS:
+        if dap_versions and version not in dap_versions:
+            continue
+        for vdafs, measurements, expected in _VDAF_CASES:
+            vdaf = vdafs.get(version)
+            if vdaf is None:
+                continue
+            for mode in (1, 2):
+                name = f"{version}/{vdaf['type']}/{_mode_name(version, mode)}"
+                cases.append(Case(name, vdaf, mode, measurements, expected, version))
     return cases
 
 
@@ -157,51 +194,76 @@ class Runner:
         outcome.seconds = time.monotonic() - start
         return outcome
 
+    def _task_bodies(self, case: Case, tid: str, endpoint: dict[str, str], now: int,
+                     collector_token: str) -> tuple[Json, Json, Json]:
+        """The task fields of collector add_task, aggregator add_task and upload."""
+        tp = self.time_precision
+        task_end = (now // tp + 24) * tp
+        n = len(case.measurements)
+        collector: Json
+        aggregator: Json
+        upload: Json
+        if case.dap_version == "dap-09":
+            # draft-07's request tables, field for field.
+            task: Json = {"task_id": tid, "leader": endpoint["leader"], "vdaf": case.vdaf}
+            collector = {**task, "collector_authentication_token": collector_token,
+                         "query_type": case.batch_mode}
+            aggregator = {**task, "helper": endpoint["helper"],
+                          "query_type": case.batch_mode, "min_batch_size": n,
+                          "time_precision": tp, "max_batch_query_count": 1,
+                          "task_expiration": task_end}
+            upload = {**task, "helper": endpoint["helper"], "time_precision": tp}
+        else:
+            common: Json = {
+                "dap_version": case.dap_version, "task_id": tid, "leader": endpoint["leader"],
+                "helper": endpoint["helper"], "vdaf": case.vdaf,
+                "batch_mode": case.batch_mode, "query_type": case.batch_mode,
+                "min_batch_size": n, "time_precision": tp, "task_end": task_end}
+            collector = {**common, "collector_authentication_token": collector_token}
+            aggregator = {**common, "max_batch_query_count": 1, "task_expiration": task_end}
+            upload = common
+        if case.batch_mode == 2:
+            aggregator["max_batch_size"] = n
+        if case.dp_policy is not None:
+            for body in (collector, aggregator, upload):
+                body["dp_policy"] = case.dp_policy
+        return collector, aggregator, upload
+
     async def _run_case(self, case: Case, outcome: Outcome) -> None:
         tp = self.time_precision
         task_id = secrets.token_bytes(32)
-        tid = b64encode(task_id)
-        verify_key = secrets.token_bytes(vdaf_from_descriptor(case.vdaf).VERIFY_KEY_SIZE)
+        tid = outcome.task_id = b64encode(task_id)
+        vdaf = vdaf_from_descriptor(case.vdaf, case.dap_version)
+        verify_key = secrets.token_bytes(vdaf.VERIFY_KEY_SIZE)
         leader_token = secrets.token_urlsafe(24)
         collector_token = secrets.token_urlsafe(24)
         now = int(time.time())
-        task_end = (now // tp + 24) * tp
+        # dap-09 requests are draft-07's, which has no dap_version.
+        versioned = {} if case.dap_version == "dap-09" else {"dap_version": case.dap_version}
         endpoint = {}
         for role in ("leader", "helper"):
             out = await self.expect_success(role, "endpoint_for_task", {
-                "task_id": tid, "role": role, "hostname": "127.0.0.1",
-                "dap_version": case.dap_version})
+                "task_id": tid, "role": role, "hostname": "127.0.0.1", **versioned})
             ep = out.get("endpoint")
             if not isinstance(ep, str):
                 raise RunnerError(f"{role} endpoint_for_task: no endpoint")
             endpoint[role] = urljoin(self.endpoints.of(role), ep)
         outcome.steps.append("endpoint_for_task")
-        common: Json = {
-            "dap_version": case.dap_version, "task_id": tid,
-            "leader": endpoint["leader"], "helper": endpoint["helper"], "vdaf": case.vdaf,
-            "batch_mode": case.batch_mode, "query_type": case.batch_mode,
-            "min_batch_size": len(case.measurements), "time_precision": tp,
-            "task_end": task_end}
-        if case.dp_policy is not None:
-            common["dp_policy"] = case.dp_policy
-        out = await self.expect_success("collector", "add_task", {
-            **common, "collector_authentication_token": collector_token})
+        collector, aggregator, upload = self._task_bodies(
+            case, tid, endpoint, now, collector_token)
+        out = await self.expect_success("collector", "add_task", collector)
         hpke = out.get("collector_hpke_config")
         if not isinstance(hpke, str):
             raise RunnerError("collector add_task: no collector_hpke_config")
-        aggregator: Json = {
-            **common, "leader_authentication_token": leader_token,
-            "vdaf_verify_key": b64encode(verify_key), "collector_hpke_config": hpke,
-            "max_batch_query_count": 1, "task_expiration": task_end}
-        if case.batch_mode == 2:
-            aggregator["max_batch_size"] = len(case.measurements)
+        aggregator.update(leader_authentication_token=leader_token,
+                          vdaf_verify_key=b64encode(verify_key), collector_hpke_config=hpke)
         await self.expect_success("leader", "add_task", {
             **aggregator, "role": "leader", "collector_authentication_token": collector_token})
         await self.expect_success("helper", "add_task", {**aggregator, "role": "helper"})
         outcome.steps.append("add_task")
         for m in case.measurements:
             await self.expect_success("client", "upload", {
-                **common, "measurement": m, "time": now})
+                **upload, "measurement": m, "time": now})
         outcome.steps.append("upload")
         query: Json = {"type": case.batch_mode}
         if case.batch_mode == 1:
@@ -210,8 +272,7 @@ class Runner:
         else:
             query["subtype"] = 1
         out = await self.expect_success("collector", "collection_start", {
-            "dap_version": case.dap_version, "task_id": tid, "agg_param": "",
-            "query": query})
+            **versioned, "task_id": tid, "agg_param": "", "query": query})
         handle = out.get("handle")
         if not isinstance(handle, str):
             raise RunnerError("collection_start: no handle")
@@ -231,14 +292,31 @@ class Runner:
         outcome.steps.append("collection_poll")
         outcome.result = out.get("result")
         outcome.report_count = out.get("report_count")
-        problems = []
-        if case.expected is not None and outcome.result != case.expected:
-            problems.append(f"result {outcome.result} != expected {case.expected}")
-        if outcome.report_count != len(case.measurements):
-            problems.append(f"report_count {outcome.report_count} != "
-                            f"{len(case.measurements)}")
-        outcome.passed = not problems
-        outcome.detail = "; ".join(problems)
+        batch_id = out.get("batch_id")
+        outcome.batch_id = batch_id if isinstance(batch_id, str) else None
+        outcome.passed, outcome.detail = _check(case, out, now)
+
+
+def _check(case: Case, out: Json, now: int) -> tuple[bool, str]:
+    """Compare a complete collection_poll answer with the case."""
+    problems = []
+    if case.expected is not None and out.get("result") != case.expected:
+        problems.append(f"result {out.get('result')} != expected {case.expected}")
+    if out.get("report_count") != len(case.measurements):
+        problems.append(f"report_count {out.get('report_count')} != "
+                        f"{len(case.measurements)}")
+    start, duration = out.get("interval_start"), out.get("interval_duration")
+    if not (isinstance(start, int) and isinstance(duration, int)
+            and start <= now < start + duration):
+        problems.append(f"interval [{start}, +{duration}) does not contain the upload "
+                        f"time {now}")
+    if case.dap_version == "dap-09" and case.batch_mode == 2:
+        try:
+            if len(b64decode(out.get("batch_id"), "batch_id")) != 32:
+                problems.append("batch_id is not 32 bytes")
+        except ValueError as exc:
+            problems.append(f"fixed_size collection: {exc}")
+    return not problems, "; ".join(problems)
 
 
 async def run_all(endpoints: Endpoints, cases: list[Case], concurrency: int = 4,

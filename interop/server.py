@@ -9,9 +9,10 @@ a JSON object gets 400; an unknown ``/internal/test/`` path gets 404. The Leader
 Helper also serve their DAP resources on the same port under :data:`DAP_PREFIX` (the
 endpoint that endpoint_for_task returns), backed by one SQLite datastore.
 
-Protocol versions are a table (:data:`VERSIONS`): a request's ``dap_version`` (default
-``"dap-18"``) selects the implementation of the role's commands; ``"dap-09"`` is
-reserved and answers ``"not yet supported"`` until its entry is added.
+Protocol versions are a table (:data:`VERSIONS`, ``"dap-18"`` and ``"dap-09"``): a
+request's version (its ``dap_version``, else ``batch_mode`` means dap-18 and anything else
+dap-09; see :func:`interop.fields.request_version`) selects the implementation of the
+role's commands; collection_start and collection_poll follow their task's version.
 """
 
 from __future__ import annotations
@@ -25,24 +26,27 @@ import tempfile
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 import aiohttp
 from aiohttp import web
 from aiohttp.web_runner import GracefulExit
 
 from dap.client import Client, UploadError
+from dap.client09 import Client09Error
+from dap.client09 import collect_result as collect_result09
 from dap.client_core import ClientError, collect_result
 from dap.collector import CollectionError, Collector
 from dap.core.tasks import AggregatorTask
 from dap.hpke import HpkeError, HpkeKeypair, generate_keypair
-from dap.messages import CollectionJobReq, ReportError
+from dap.messages import ReportError
 from dap.server.app import build_app
 from dap.server.common import STATE_KEY, AppState
 from dap.server.config import AggregatorConfig
 from dap.storage import TaskRecord
 from dap.storage.sqlite import SqliteDatastore
 from dap.task import Task
+from dap.task09 import Task09
 from interop import fields as f
 from interop.fields import FieldError
 
@@ -51,7 +55,6 @@ log = logging.getLogger("ppm.interop")
 ROLES = ("client", "leader", "helper", "collector")
 # Path under which an Aggregator serves its DAP resources (endpoint_for_task's answer).
 DAP_PREFIX = "/dap"
-DEFAULT_VERSION = "dap-18"
 
 Json = dict[str, Any]
 
@@ -71,7 +74,8 @@ def error(reason: str) -> Json:
 
 @dataclass
 class CollectorTask:
-    task: Task
+    version: str
+    task: Task | Task09
     keypair: HpkeKeypair
     auth_token: str
     collector: Collector
@@ -82,7 +86,7 @@ class CollectionHandle:
     version: str
     task_id: bytes
     job_url: str
-    request: CollectionJobReq
+    request: Any                    # CollectionJobReq (DAP-18) / CollectionReq (DAP-09)
     result: Json | None = None
 
 
@@ -113,21 +117,33 @@ class Node:
 # ---------------------------------------------------------------------------------------
 
 
-class Version(Protocol):
-    """The role commands of one DAP version. Adding DAP-09 is one more implementation of
-    this protocol and one entry in VERSIONS."""
+@dataclass(frozen=True)
+class Decoded:
+    """A collection result, whatever the version: times in seconds."""
 
-    async def aggregator_add_task(self, node: Node, body: Json) -> Json: ...
-    async def collector_add_task(self, node: Node, body: Json) -> Json: ...
-    async def upload(self, node: Node, body: Json) -> Json: ...
-    async def collection_start(self, node: Node, body: Json) -> Json: ...
-    async def collection_poll(self, node: Node, handle: CollectionHandle) -> Json: ...
+    report_count: int
+    interval_start: int
+    interval_duration: int
+    aggregate_result: Any
+    batch_id: bytes | None = None
 
 
-class Dap18:
-    """draft-ietf-ppm-dap-18 through dap.client, dap.collector and the aggregator apps."""
+class Version:
+    """The role commands of one DAP version, through dap.client, dap.collector and the
+    aggregator apps (all profile-generic). A version supplies how request fields become
+    its task (:meth:`task_fields`), how a ``query`` object becomes its query, and how a
+    Collector decodes a finished collection; the commands are shared."""
 
-    name = "dap-18"
+    name: str
+
+    def task_fields(self, body: Json, role: str) -> f.TaskFields:
+        raise NotImplementedError
+
+    def query(self, body: Any, task: Any) -> Any:
+        raise NotImplementedError
+
+    def decode(self, ct: CollectorTask, request: Any, resp: Any) -> Decoded:
+        raise NotImplementedError
 
     async def aggregator_add_task(self, node: Node, body: Json) -> Json:
         st = node.aggregator
@@ -135,7 +151,7 @@ class Dap18:
         role = f.string(body, "role")
         if role != node.role:
             raise FieldError(f"role {role!r} sent to the {node.role}")
-        tf = f.task_from_fields(body)
+        tf = self.task_fields(body, role)
         verify_key = f.b64decode(f.require(body, "vdaf_verify_key"), "vdaf_verify_key")
         if len(verify_key) != tf.vdaf.VERIFY_KEY_SIZE:
             raise FieldError(f"vdaf_verify_key must be {tf.vdaf.VERIFY_KEY_SIZE} bytes, "
@@ -149,7 +165,7 @@ class Dap18:
             options["max_batch_size"] = tf.max_batch_size
         record = TaskRecord(
             task_id=bytes(tf.task.task_id), role=role, profile=self.name,
-            config=tf.task.configuration().encode(), vdaf_verify_key=verify_key,
+            config=tf.task.config_bytes(), vdaf_verify_key=verify_key,
             collector_hpke_config=collector_config.encode(), aggregator_auth_token=token,
             collector_auth_token=collector_token, options=json.dumps(options, sort_keys=True))
         try:
@@ -162,28 +178,31 @@ class Dap18:
                 return error("a different task with this task_id exists")
             tx.put_task(record)
         st.tasks.invalidate(record.task_id)
-        log.info("%s: added task %s (%s)", node.role, f.b64encode(record.task_id),
-                 type(tf.vdaf).__name__)
+        log.info("%s: added %s task %s (%s)", node.role, self.name,
+                 f.b64encode(record.task_id), type(tf.vdaf).__name__)
         return ok(**({"notes": list(tf.notes)} if tf.notes else {}))
 
     async def collector_add_task(self, node: Node, body: Json) -> Json:
-        tf = f.task_from_fields(body)
+        tf = self.task_fields(body, "collector")
         token = f.auth_token(body, "collector_authentication_token")
         task_id = bytes(tf.task.task_id)
         existing = node.collector_tasks.get(task_id)
-        if existing is not None and existing.task.configuration() == tf.task.configuration() \
+        if existing is not None and existing.version == self.name \
+                and existing.task.config_bytes() == tf.task.config_bytes() \
                 and existing.auth_token == token:
             keypair = existing.keypair
         else:
             keypair = generate_keypair(secrets.randbelow(256))
             collector = Collector(tf.task, keypair, token, session=node.session)
-            node.collector_tasks[task_id] = CollectorTask(tf.task, keypair, token, collector)
-        log.info("collector: added task %s (%s)", f.b64encode(task_id), type(tf.vdaf).__name__)
+            node.collector_tasks[task_id] = CollectorTask(self.name, tf.task, keypair, token,
+                                                          collector)
+        log.info("collector: added %s task %s (%s)", self.name, f.b64encode(task_id),
+                 type(tf.vdaf).__name__)
         return ok(collector_hpke_config=f.b64encode(keypair.config.encode()),
                   **({"notes": list(tf.notes)} if tf.notes else {}))
 
     async def upload(self, node: Node, body: Json) -> Json:
-        tf = f.task_from_fields(body)
+        tf = self.task_fields(body, "client")
         measurement = f.measurement_from_json(tf.vdaf, f.require(body, "measurement"))
         when = body.get("time")
         time_seconds = f.integer(when, "time") if when is not None else None
@@ -192,7 +211,7 @@ class Dap18:
             result = await client.upload([measurement], time_seconds=time_seconds)
         except UploadError as exc:
             return error(str(exc))
-        except ClientError as exc:
+        except (ClientError, Client09Error) as exc:
             return error(f"cannot build the report: {exc}")
         except aiohttp.ClientError as exc:
             return error(f"upload failed: {type(exc).__name__}: {exc}")
@@ -201,14 +220,10 @@ class Dap18:
             return error(f"report rejected by the Leader: {', '.join(reasons)}")
         return ok()
 
-    async def collection_start(self, node: Node, body: Json) -> Json:
-        task_id = f.task_id_field(body)
-        ct = node.collector_tasks.get(task_id)
-        if ct is None:
-            raise FieldError("unknown task_id: add_task it first")
+    async def collection_start(self, node: Node, body: Json, ct: CollectorTask) -> Json:
         agg_param = (f.b64decode(body["agg_param"], "agg_param")
                      if body.get("agg_param") is not None else b"")
-        query = f.query_from_json(f.require(body, "query"), ct.task)
+        query = self.query(f.require(body, "query"), ct.task)
         try:
             job_url, req = await ct.collector.start(query, agg_param)
         except CollectionError as exc:
@@ -216,7 +231,8 @@ class Dap18:
         except aiohttp.ClientError as exc:
             return error(f"collection request failed: {type(exc).__name__}: {exc}")
         handle = secrets.token_urlsafe(16)
-        node.handles[handle] = CollectionHandle(self.name, task_id, job_url, req)
+        node.handles[handle] = CollectionHandle(self.name, bytes(ct.task.task_id), job_url,
+                                                req)
         return ok(handle=handle)
 
     async def collection_poll(self, node: Node, handle: CollectionHandle) -> Json:
@@ -232,17 +248,17 @@ class Dap18:
         if resp is None:
             return {"status": "in progress"}
         try:
-            result = collect_result(ct.task, ct.keypair, handle.request, resp,
-                                    vdaf=ct.collector.vdaf)
+            result = self.decode(ct, handle.request, resp)
         except (ValueError, HpkeError) as exc:
             handle.result = error(f"cannot decrypt or unshard the aggregate: {exc}")
             return handle.result
-        tp = ct.task.time_precision
         out: Json = {
             "status": "complete", "report_count": result.report_count,
-            "interval_start": int(result.interval.start) * tp,
-            "interval_duration": int(result.interval.duration) * tp,
+            "interval_start": result.interval_start,
+            "interval_duration": result.interval_duration,
             "result": f.result_to_json(result.aggregate_result)}
+        if result.batch_id is not None:
+            out["batch_id"] = f.b64encode(result.batch_id)
         if ct.collector.policy is not None:
             out["debiased_result"] = f.result_to_json(ct.collector.policy.debias_agg_result(
                 result.aggregate_result, result.report_count))
@@ -254,6 +270,47 @@ class Dap18:
         return out
 
 
+class Dap18(Version):
+    """draft-ietf-ppm-dap-18 (VDAF-18): every role derives the same TaskConfiguration."""
+
+    name = "dap-18"
+
+    def task_fields(self, body: Json, role: str) -> f.TaskFields:
+        return f.task_from_fields(body)
+
+    def query(self, body: Any, task: Any) -> Any:
+        return f.query_from_json(body, task)
+
+    def decode(self, ct: CollectorTask, request: Any, resp: Any) -> Decoded:
+        assert isinstance(ct.task, Task)
+        result = collect_result(ct.task, ct.keypair, request, resp, vdaf=ct.collector.vdaf)
+        tp = ct.task.time_precision
+        return Decoded(result.report_count, int(result.interval.start) * tp,
+                       int(result.interval.duration) * tp, result.aggregate_result)
+
+
+class Dap09(Version):
+    """draft-ietf-ppm-dap-09 (VDAF-08) with draft-07's fields: each role gets the task
+    parameters it uses (DAP-09 binds only the task ID), PUT uploads and collection jobs,
+    ``DAP-Auth-Token``, and fixed_size collections report their ``batch_id``."""
+
+    name = "dap-09"
+
+    def task_fields(self, body: Json, role: str) -> f.TaskFields:
+        return f.task09_from_fields(body, role)
+
+    def query(self, body: Any, task: Any) -> Any:
+        return f.query09_from_json(body, task)
+
+    def decode(self, ct: CollectorTask, request: Any, resp: Any) -> Decoded:
+        assert isinstance(ct.task, Task09)
+        result = collect_result09(ct.task, ct.keypair, request, resp, vdaf=ct.collector.vdaf)
+        batch_id = result.batch_selector.batch_id
+        return Decoded(result.report_count, int(result.interval.start),
+                       int(result.interval.duration), result.aggregate_result,
+                       bytes(batch_id) if batch_id is not None else None)
+
+
 def _report_error(err: ReportError | int) -> str:
     try:
         return ReportError(err).name.lower()
@@ -261,21 +318,14 @@ def _report_error(err: ReportError | int) -> str:
         return str(err)
 
 
-# dap_version -> implementation; None: reserved, answered "not yet supported".
-VERSIONS: dict[str, Version | None] = {
-    "dap-18": Dap18(),
-    "dap-09": None,
-}
+# dap_version -> implementation.
+VERSIONS: dict[str, Version] = {"dap-18": Dap18(), "dap-09": Dap09()}
+assert set(VERSIONS) == set(f.VERSION_NAMES)
 
 
 def version_of(body: Json) -> Version:
-    name = body.get("dap_version", DEFAULT_VERSION)
-    if not isinstance(name, str) or name not in VERSIONS:
-        raise FieldError(f"unknown dap_version {name!r}; known: {sorted(VERSIONS)}")
-    impl = VERSIONS[name]
-    if impl is None:
-        raise FieldError(f"dap_version {name!r} is not yet supported")
-    return impl
+    """The version of a request (see :func:`interop.fields.request_version`)."""
+    return VERSIONS[f.request_version(body)]
 
 
 # ---------------------------------------------------------------------------------------
@@ -340,7 +390,15 @@ async def cmd_upload(node: Node, body: Json) -> Json:
 
 
 async def cmd_collection_start(node: Node, body: Json) -> Json:
-    return await version_of(body).collection_start(node, body)
+    """Follows the version the task was added with; a ``dap_version`` must agree."""
+    task_id = f.task_id_field(body)
+    ct = node.collector_tasks.get(task_id)
+    if ct is None:
+        raise FieldError("unknown task_id: add_task it first")
+    if body.get("dap_version") is not None and version_of(body).name != ct.version:
+        raise FieldError(f"dap_version {body['dap_version']!r} does not match the task, "
+                         f"added as {ct.version}")
+    return await VERSIONS[ct.version].collection_start(node, body, ct)
 
 
 async def cmd_collection_poll(node: Node, body: Json) -> Json:
@@ -348,9 +406,7 @@ async def cmd_collection_poll(node: Node, body: Json) -> Json:
     handle = node.handles.get(handle_id)
     if handle is None:
         raise FieldError("unknown handle")
-    impl = VERSIONS.get(handle.version)
-    assert impl is not None
-    return await impl.collection_poll(node, handle)
+    return await VERSIONS[handle.version].collection_poll(node, handle)
 
 
 # role -> command name -> implementation (draft Sections 4.2 to 4.4).
