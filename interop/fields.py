@@ -257,8 +257,10 @@ def result_to_json(result: Any) -> Any:
 # Batch mode and queries (draft Section 4.1.2)
 # ---------------------------------------------------------------------------------------
 
+# DAP-09's query types have the values of the DAP-18 batch modes that replaced them.
 _BATCH_MODE_NAMES = {"time_interval": BatchMode.TIME_INTERVAL,
-                     "leader_selected": BatchMode.LEADER_SELECTED}
+                     "leader_selected": BatchMode.LEADER_SELECTED,
+                     "fixed_size": BatchMode.LEADER_SELECTED}
 
 
 def _batch_mode_value(value: Any, name: str) -> BatchMode:
@@ -268,7 +270,7 @@ def _batch_mode_value(value: Any, name: str) -> BatchMode:
     try:
         return BatchMode(code)
     except ValueError:
-        raise FieldError(f"field {name}: unknown batch mode {code}") from None
+        raise FieldError(f"field {name}: unknown batch mode or query type {code}") from None
 
 
 def batch_mode(body: Mapping[str, Any]) -> BatchMode:
@@ -308,19 +310,8 @@ def query_from_json(body: Any, task: Task) -> Query:
     return Query.leader_selected()
 
 
-_QUERY_TYPE_NAMES = {"time_interval": QueryType.TIME_INTERVAL,
-                     "fixed_size": QueryType.FIXED_SIZE,
-                     "leader_selected": QueryType.FIXED_SIZE}
-
-
 def _query_type_value(value: Any, name: str) -> QueryType:
-    if isinstance(value, str) and value in _QUERY_TYPE_NAMES:
-        return _QUERY_TYPE_NAMES[value]
-    code = integer(value, name, 1)
-    try:
-        return QueryType(code)
-    except ValueError:
-        raise FieldError(f"field {name}: unknown query type {code}") from None
+    return QueryType(int(_batch_mode_value(value, name)))
 
 
 def query_type(body: Mapping[str, Any], required: bool = True) -> QueryType | None:

@@ -288,7 +288,7 @@ COLLECTOR_ADD_TASK_ERRORS = [
      "missing field vdaf.chunk_length"),
     ("dap-09", {"query_type": None}, "missing field query_type"),
     ("dap-09", {"query_type": None, "dap_version": "dap-09"}, "missing field query_type"),
-    ("dap-09", {"query_type": 3}, "unknown query type 3"),
+    ("dap-09", {"query_type": 3}, "unknown batch mode or query type 3"),
     ("dap-09", {"dap_version": "dap-09", "batch_mode": 2}, "query_type and batch_mode disagree"),
     ("dap-09", {"task_id": "not*base64"}, "task_id is not valid base64url"),
     ("dap-09", {"task_id": fields.b64encode(bytes(33))}, "task_id must be 32 bytes"),
