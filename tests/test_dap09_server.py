@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import secrets
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -136,11 +137,12 @@ def test_expired_task_rejects_reports(tmp_path: Path) -> None:
             assert pt.task.task_expiration == PRECISION
             configs = await _configs(session, pair, pt)
             tid = bytes(pt.task.task_id)
-            # The client refuses to make such a report; build one by hand at t=now.
-            task = pt.task
-            object.__setattr__(task, "task_expiration", None)
-            report = _report(pt, configs, 1)
-            object.__setattr__(task, "task_expiration", PRECISION)
+            # Our Client refuses to make such a report: make it for the same task without
+            # the expiration (only the task ID is in the AAD).
+            unexpired = replace(pt.task, task_expiration=None)
+            report = client09.generate_report(unexpired, 1, time=int(time.time()),
+                                              leader_hpke_config=configs[0],
+                                              helper_hpke_config=configs[1])
             status, body, _ = await _put(session, f"{pair.leader_url}tasks/{b64(tid)}/reports",
                                          report.encode(), "Report")
             assert status == 400

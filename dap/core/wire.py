@@ -107,7 +107,6 @@ class Wire:
     """What the core needs from a profile's messages. Decoders raise `DapProblem`."""
 
     report_cls: Any
-    plaintext_cls: Any
     # HTTP statuses of successful answers that differ between the drafts.
     statuses: dict[str, int]
     # Message names (for media types) of request and response bodies that differ.
@@ -210,23 +209,17 @@ def _invalid(task: Any, exc: Exception, token: str = "invalidMessage") -> DapPro
     return DapProblem(token, str(exc), task_id=task.task_id)
 
 
-def _resp_kind(value: int) -> VerifyRespType:
-    return VerifyRespType(int(value))
-
-
 # ---------------------------------------------------------------------------------------
 # DAP-18
 
 
 class Wire18(Wire):
     report_cls = m18.Report
-    plaintext_cls = m18.PlaintextInputShare
     continue_req_cls = m18.AggregationJobContinueReq
     continue_item_cls = m18.VerifyContinue
     statuses = {"upload": 200, "collection_not_ready": 200, "aggregation_job_init": 201,
                 "aggregate_share": 201}
-    messages = {"upload": "UploadRequest", "collection": "CollectionJobResp",
-                "collection_req": "CollectionJobReq"}
+    messages = {"upload": "UploadRequest", "collection": "CollectionJobResp"}
 
     def upload_answer(self, task: Any, errors: Sequence[tuple[bytes, ReportError]]
                       ) -> bytes | None:
@@ -427,13 +420,11 @@ def to_prepare_error(error: ReportError) -> m09.PrepareError:
 
 class Wire09(Wire):
     report_cls = m09.Report
-    plaintext_cls = m09.PlaintextInputShare
     continue_req_cls = m09.AggregationJobContinueReq
     continue_item_cls = m09.PrepareContinue
     statuses = {"upload": 201, "collection_not_ready": 202, "aggregation_job_init": 201,
                 "aggregate_share": 200}
-    messages = {"upload": "Report", "collection": "Collection",
-                "collection_req": "CollectionReq"}
+    messages = {"upload": "Report", "collection": "Collection"}
 
     def upload_answer(self, task: Any, errors: Sequence[tuple[bytes, ReportError]]
                       ) -> bytes | None:
