@@ -57,10 +57,11 @@ sys.path.insert(0, str(ROOT))
 
 import aiohttp  # noqa: E402
 
-from dap.client_core import generate_report  # noqa: E402
 from dap.collector import Collector  # noqa: E402
+from dap.common import Duration, Interval, Time
 from dap.hpke import HpkeKeypair, generate_keypair  # noqa: E402
-from dap.messages import Duration, Interval, Query, Time, UploadRequest  # noqa: E402
+from dap.profiles.dap18.client import generate_report  # noqa: E402
+from dap.profiles.dap18.messages import Query, UploadRequest  # noqa: E402
 from dap.provision import ProvisionedTask, new_task  # noqa: E402
 from dap.storage import HpkeKeyRecord  # noqa: E402
 from dap.storage.sqlite import SqliteDatastore  # noqa: E402

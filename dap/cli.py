@@ -49,7 +49,7 @@ def _help(parser: argparse.ArgumentParser) -> int:
 
 
 def _generate(args: argparse.Namespace) -> int:
-    from dap.profile import ProfileError, get_profile
+    from dap.profiles import ProfileError, get_profile
     from dap.vectors import generate
 
     try:

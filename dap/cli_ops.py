@@ -104,7 +104,7 @@ def positive_int(text: str) -> int:
 
 
 def batch_mode_of(name: str) -> Any:
-    from dap.messages import BatchMode
+    from dap.common import BatchMode
 
     return BatchMode.TIME_INTERVAL if name == "time-interval" else BatchMode.LEADER_SELECTED
 
@@ -162,7 +162,9 @@ def build_vdaf(name: str, *, length: int | None = None, max_measurement: int | N
 
 def _build_vdaf08(name: str, length: int | None, max_measurement: int | None,
                   bits: int | None, chunk_length: int | None) -> Any:
-    from dap.profile import DAP_09, ProfileError
+    from dap.profiles import ProfileError, get_profile
+
+    DAP_09 = get_profile("dap-09")
 
     if bits is None and max_measurement is not None:
         if max_measurement + 1 != 1 << max_measurement.bit_length():
@@ -592,7 +594,7 @@ def write_json_file(path: Path, obj: dict[str, Any], private: bool) -> None:
 
 
 def task_interval_of(start: int | None, end: int | None, time_precision: int) -> Any:
-    from dap.messages import Duration, Interval, Time
+    from dap.common import Duration, Interval, Time
 
     if start is None and end is None:
         return None
@@ -645,7 +647,7 @@ def _cmd_task_create(args: argparse.Namespace) -> int:
         if urlsplit(url).scheme not in ("http", "https"):
             raise usage_error(f"{option} must be an http(s) URL, got {url!r}")
     try:
-        from dap.profile import get_profile
+        from dap.profiles import get_profile
 
         pt = new_task(vdaf, leader_url, helper_url, batch_mode=mode,
                       min_batch_size=args.min_batch_size, time_precision=args.time_precision,
@@ -755,7 +757,7 @@ def read_measurement_texts(args: argparse.Namespace) -> list[str]:
 
 def _cmd_upload(args: argparse.Namespace) -> int:
     from dap.client import Client
-    from dap.messages import BatchMode
+    from dap.common import BatchMode
     from dap.provision import b64
 
     _, task = load_view(args.task, collector=False)
@@ -794,7 +796,7 @@ def _cmd_upload(args: argparse.Namespace) -> int:
 
 def parse_interval(text: str, time_precision: int) -> Any:
     """`START,DURATION` in seconds -> an Interval in time_precision units."""
-    from dap.messages import Duration, Interval, Time
+    from dap.common import Duration, Interval, Time
 
     try:
         start_s, duration_s = (int(v) for v in text.split(","))
@@ -828,29 +830,21 @@ def format_result(value: Any) -> str:
 
 
 def _cmd_collect(args: argparse.Namespace) -> int:
-    from dap import messages09 as m09
     from dap.collector import Collector
-    from dap.messages import BatchMode, Query
+    from dap.common import BatchMode
     from dap.provision import b64, collector_keypair_from_view
 
     view, task = load_view(args.task, collector=True)
-    dap09 = task.profile.name == "dap-09"
+    flow = task.profile.flow
     if args.current_batch:
         if task.batch_mode != BatchMode.LEADER_SELECTED:
             raise usage_error("--current-batch is for leader-selected tasks; this task is "
                               "time-interval: use --interval START,DURATION")
-        query: Any = Query.leader_selected()
-        if dap09:
-            query = m09.Query.fixed_size(m09.FixedSizeQuery.current_batch())
+        query: Any = flow.query_current_batch(task)
     else:
         if task.batch_mode != BatchMode.TIME_INTERVAL:
             raise usage_error("this task is leader-selected: use --current-batch")
-        units = parse_interval(args.interval, task.time_precision)
-        query = Query.time_interval(units)
-        if dap09:  # DAP-09 intervals are in seconds
-            p = task.time_precision
-            query = m09.Query.time_interval(m09.Interval(
-                m09.Time(int(units.start) * p), m09.Duration(int(units.duration) * p)))
+        query = flow.query_interval(task, parse_interval(args.interval, task.time_precision))
     try:
         keypair = collector_keypair_from_view(view)
     except Exception as exc:  # noqa: BLE001
@@ -866,7 +860,7 @@ def _cmd_collect(args: argparse.Namespace) -> int:
         from dap.dp import decode_spec
 
         spec = decode_spec(task.dp_policy)
-    interval = interval_json(collection.interval, 1 if dap09 else task.time_precision)
+    interval = interval_json(collection.interval, flow.interval_unit(task))
     if args.json:
         emit_json({"ok": True, "task_id": b64(bytes(task.task_id)),
                    "report_count": collection.report_count, "interval": interval,

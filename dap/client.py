@@ -1,5 +1,7 @@
-"""The DAP Client (DAP-18 Section 4.4): fetch the Aggregators' HPKE configurations,
-apply the task's client-side DP randomization, shard, encrypt, upload."""
+"""The DAP Client (DAP-18 Section 4.4, DAP-09 Section 4.4): fetch the Aggregators' HPKE
+configurations, apply the task's client-side DP randomization, shard, encrypt, upload.
+
+Written once for every profile: what a draft sends is its ``profile.flow``."""
 
 from __future__ import annotations
 
@@ -11,21 +13,12 @@ from typing import Any
 
 import aiohttp
 
-from dap import client09
-from dap.client_core import generate_report
 from dap.codec import DecodeError
+from dap.common import HpkeConfig, HpkeConfigList, ReportError
 from dap.dp import decode_spec, policy_from_spec
 from dap.hpke import choose_config
-from dap.messages import (
-    HpkeConfig,
-    HpkeConfigList,
-    ReportError,
-    Time,
-    UploadErrors,
-    UploadRequest,
-)
 from dap.problems import ProblemDocument, ProblemDocumentError
-from dap.task import Task
+from dap.task import DapTask
 
 
 class UploadError(Exception):
@@ -43,23 +36,15 @@ class UploadResult:
     rejected: dict[bytes, ReportError]
 
 
-# DAP-09 (Section 4.4.2) answers a refused report with a problem document.
-_UPLOAD_PROBLEMS_09 = {
-    "outdatedConfig": ReportError.OUTDATED_CONFIG,
-    "reportTooEarly": ReportError.REPORT_TOO_EARLY,
-    "reportRejected": ReportError.REPORT_DROPPED,
-}
-
-
 class Client:
-    """Uploads measurements for one task (DAP-18 `Task` or DAP-09 `Task09`). HPKE
-    configurations are fetched once and cached; `outdated_config` errors refresh them
-    and retry once (Section 4.4.2.2)."""
+    """Uploads measurements for one task of any profile. HPKE configurations are fetched
+    once and cached; `outdated_config` errors refresh them and retry once (DAP-18 Section
+    4.4.2.2)."""
 
-    def __init__(self, task: Any, session: aiohttp.ClientSession | None = None,
+    def __init__(self, task: DapTask, session: aiohttp.ClientSession | None = None,
                  clock: Any = time.time) -> None:
         self.task = task
-        self._dap09 = task.profile.task_type() is not Task
+        self.flow = task.profile.flow
         self.vdaf = task.vdaf()
         self._session = session
         self._own_session = session is None
@@ -113,32 +98,28 @@ class Client:
         policy has one)."""
         leader, helper = await self.hpke_configs()
         now = time_seconds if time_seconds is not None else self.clock()
-        make: Any
-        if self._dap09:
-            # DAP-09 report times are seconds, rounded by generate_report (Section 4.4.2).
-            t = int(now)
-            make = client09.generate_report
-        else:
-            t = Time.from_seconds(int(now), self.task.time_precision)
-            make = generate_report
+        t = self.flow.report_time(self.task, now)
         reports: list[Any] = []
         for m in measurements:
             if self.policy is not None:
                 m = self.policy.add_noise_to_measurement(m)
-            reports.append(make(self.task, m, time=t, leader_hpke_config=leader,
-                                helper_hpke_config=helper, vdaf=self.vdaf))
+            reports.append(self.flow.generate_report(
+                self.task, m, time=t, leader_hpke_config=leader, helper_hpke_config=helper,
+                vdaf=self.vdaf))
         return reports
 
     async def upload_reports(self, reports: Sequence[Any]) -> UploadResult:
-        """POST the reports in one UploadRequest (DAP-18), or PUT them one by one (DAP-09,
-        where a refused report is a problem document: mapped to its ReportError)."""
-        if self._dap09:
+        """Send the reports in one upload request (DAP-18's UploadRequest), or one by one
+        where the profile uploads a report per request (DAP-09, where a refused report is
+        a problem document: mapped to its ReportError)."""
+        if self.flow.one_report_per_request:
             return await self._put_reports(reports)
         url = self.task.profile.resource_url("reports", self.task.leader_aggregator_endpoint,
                                              task_id=self.task.task_id)
-        body = UploadRequest(tuple(reports)).encode()
-        headers = {"Content-Type": self.task.profile.media_type_for("UploadRequest")}
-        async with self.session.post(url, data=body, headers=headers) as resp:
+        message, body = self.flow.encode_upload(reports)
+        headers = {"Content-Type": self.task.profile.media_type_for(message)}
+        method = self.task.profile.request("upload")[0]
+        async with self.session.request(method, url, data=body, headers=headers) as resp:
             content = await resp.read()
             status = resp.status
         if status >= 400:
@@ -148,23 +129,22 @@ class Client:
             except ProblemDocumentError:
                 detail = content[:200].decode(errors="replace")
             raise UploadError(status, detail)
-        rejected: dict[bytes, ReportError] = {}
-        if content:
-            for s in UploadErrors.decode(content).status:
-                rejected[bytes(s.id)] = s.error
+        rejected: dict[bytes, ReportError] = self.flow.decode_upload_errors(content)
         return UploadResult(len(reports) - len(rejected), rejected)
 
     async def _put_reports(self, reports: Sequence[Any], concurrency: int = 16
                            ) -> UploadResult:
-        """DAP-09: one PUT per report (Section 4.4.2), `concurrency` at a time."""
+        """One request per report (DAP-09 Section 4.4.2), `concurrency` at a time."""
         url = self.task.profile.resource_url("reports", self.task.leader_aggregator_endpoint,
                                              task_id=self.task.task_id)
-        headers = {"Content-Type": self.task.profile.media_type_for("Report")}
+        method = self.task.profile.request("upload")[0]
         sem = asyncio.Semaphore(concurrency)
 
         async def put(report: Any) -> ReportError | None:
-            async with sem, self.session.put(url, data=report.encode(),
-                                             headers=headers) as resp:
+            message, body = self.flow.encode_upload([report])
+            headers = {"Content-Type": self.task.profile.media_type_for(message)}
+            async with sem, self.session.request(method, url, data=body,
+                                                 headers=headers) as resp:
                 content = await resp.read()
                 status = resp.status
             if status < 400:
@@ -175,12 +155,13 @@ class Client:
                 detail = f"{doc.type}: {doc.detail or ''}"
             except ProblemDocumentError:
                 token, detail = None, content[:200].decode(errors="replace")
-            if token not in _UPLOAD_PROBLEMS_09:
+            if token not in self.flow.upload_problems:
                 raise UploadError(status, detail)
-            return _UPLOAD_PROBLEMS_09[str(token)]
+            error: ReportError = self.flow.upload_problems[str(token)]
+            return error
 
         errors = await asyncio.gather(*(put(r) for r in reports))
-        rejected = {bytes(r.report_metadata.report_id): e
+        rejected = {self.flow.report_id(r): e
                     for r, e in zip(reports, errors, strict=True) if e is not None}
         return UploadResult(len(reports) - len(rejected), rejected)
 
@@ -209,7 +190,7 @@ class Client:
         return total
 
 
-def upload_sync(task: Task, measurements: Sequence[Any], **kwargs: Any) -> UploadResult:
+def upload_sync(task: DapTask, measurements: Sequence[Any], **kwargs: Any) -> UploadResult:
     """Blocking convenience wrapper around `Client.upload`."""
     async def go() -> UploadResult:
         async with Client(task) as client:

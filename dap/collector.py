@@ -5,7 +5,8 @@ the task's DP policy.
 DAP-18: POST `CollectionJobReq` to `collection_jobs` (the Leader names the job), GET to
 poll. DAP-09: PUT `CollectionReq` to `collection_jobs/{id}` with an ID the Collector draws,
 POST to poll (202 until ready), and the Leader's answer is a `Collection` whose partial
-batch selector gives the fixed_size batch ID. The profile's data chooses."""
+batch selector gives the fixed_size batch ID. The profile chooses (``profile.flow``); the
+Collector is written once."""
 
 from __future__ import annotations
 
@@ -17,13 +18,10 @@ from urllib.parse import urljoin
 
 import aiohttp
 
-from dap import client09
-from dap.client_core import collect_result
 from dap.dp import decode_spec, policy_from_spec
 from dap.hpke import HpkeKeypair
-from dap.messages import CollectionJobReq, CollectionJobResp
 from dap.problems import ProblemDocument, ProblemDocumentError
-from dap.task import Task
+from dap.task import DapTask
 
 
 class CollectionError(Exception):
@@ -45,9 +43,10 @@ class Collection:
 
 
 class Collector:
-    def __init__(self, task: Any, keypair: HpkeKeypair, auth_token: str,
+    def __init__(self, task: DapTask, keypair: HpkeKeypair, auth_token: str,
                  session: aiohttp.ClientSession | None = None) -> None:
         self.task = task
+        self.flow = task.profile.flow
         self.keypair = keypair
         self.auth_token = auth_token
         self.vdaf = task.vdaf()
@@ -73,10 +72,6 @@ class Collector:
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
 
-    @property
-    def _dap09(self) -> bool:
-        return self.task.profile.task_type() is not Task
-
     def _headers(self, content_type: str | None = None) -> dict[str, str]:
         name, value = self.task.profile.auth_header_for(self.auth_token)
         h = {name: value}
@@ -88,29 +83,21 @@ class Collector:
         """Create the collection job; returns its URL and the request (DAP-18: POST a
         CollectionJobReq, the URL from Location; DAP-09: PUT a CollectionReq to a URL
         with a fresh job ID)."""
-        if self._dap09:
-            from dap.messages09 import CollectionReq
-
-            creq = CollectionReq(query, agg_param)
-            url = self.task.profile.resource_url(
-                "collection_job", self.task.leader_aggregator_endpoint,
-                task_id=self.task.task_id, collection_job_id=secrets.token_bytes(16))
-            async with self.session.put(url, data=creq.encode(), headers=self._headers(
-                    self.task.profile.media_type_for("CollectionReq"))) as resp:
-                content = await resp.read()
-                if resp.status >= 400:
-                    raise _error(resp.status, content)
-            return url, creq
-        req = CollectionJobReq(query, agg_param, ())
-        url = self.task.profile.resource_url("collection_jobs",
-                                             self.task.leader_aggregator_endpoint,
-                                             task_id=self.task.task_id)
-        async with self.session.post(url, data=req.encode(), headers=self._headers(
-                self.task.profile.media_type_for("CollectionJobReq"))) as resp:
+        profile = self.task.profile
+        req = self.flow.collection_request(query, agg_param)
+        method, resource = profile.request("collection_job_create")
+        ids: dict[str, bytes] = {"task_id": bytes(self.task.task_id)}
+        if self.flow.collector_chooses_job_id:
+            ids["collection_job_id"] = secrets.token_bytes(16)
+        url = profile.resource_url(resource, self.task.leader_aggregator_endpoint, **ids)
+        async with self.session.request(method, url, data=req.encode(), headers=self._headers(
+                profile.media_type_for(req))) as resp:
             content = await resp.read()
             if resp.status >= 400:
                 raise _error(resp.status, content)
             location = resp.headers.get("Location")
+        if self.flow.collector_chooses_job_id:
+            return url, req
         if not location:
             raise CollectionError(resp.status, "", "no Location header")
         return urljoin(url, location), req
@@ -124,11 +111,7 @@ class Collector:
             retry = resp.headers.get("Retry-After")
         if not content or resp.status == 202:
             return None, float(retry) if retry else 1.0
-        if self._dap09:
-            from dap.messages09 import Collection as Collection09
-
-            return Collection09.decode(content), 0.0
-        return CollectionJobResp.decode(content), 0.0
+        return self.flow.decode_collection(content), 0.0
 
     async def collect(self, query: Any, agg_param: bytes = b"", timeout: float = 120.0,
                       max_poll_interval: float = 1.0, delete_after: bool = True) -> Collection:
@@ -157,14 +140,8 @@ class Collector:
             await asyncio.sleep(min(retry_after, max_poll_interval))
         if delete_after:
             await self._delete_quietly(job_url)
-        batch_id = None
-        if self._dap09:
-            result: Any = client09.collect_result(self.task, self.keypair, req, resp,
-                                                  vdaf=self.vdaf)
-            if result.batch_selector.batch_id is not None:
-                batch_id = bytes(result.batch_selector.batch_id)
-        else:
-            result = collect_result(self.task, self.keypair, req, resp, vdaf=self.vdaf)
+        result = self.flow.collect_result(self.task, self.keypair, req, resp, vdaf=self.vdaf)
+        batch_id = result.batch_id
         debiased = result.aggregate_result
         if self.policy is not None:
             debiased = self.policy.debias_agg_result(result.aggregate_result,

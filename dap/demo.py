@@ -284,7 +284,7 @@ async def run_demo(settings: DemoSettings, status: Status, progress: Progress
 
     from dap.client import Client
     from dap.collector import Collector
-    from dap.messages import BatchMode, Duration, Interval, Query, Time
+    from dap.common import BatchMode, Duration, Interval, Time
     from dap.provision import b64, new_task
     from dap.server.app import build_app
     from dap.server.common import STATE_KEY
@@ -349,9 +349,10 @@ async def run_demo(settings: DemoSettings, status: Status, progress: Progress
 
             if mode == BatchMode.TIME_INTERVAL:
                 lo, hi = first // TIME_PRECISION, last // TIME_PRECISION
-                query = Query.time_interval(Interval(Time(lo), Duration(hi - lo + 1)))
+                query = pt.task.profile.flow.query_interval(
+                    pt.task, Interval(Time(lo), Duration(hi - lo + 1)))
             else:
-                query = Query.leader_selected()
+                query = pt.task.profile.flow.query_current_batch(pt.task)
             async with Collector(pt.task, pt.collector_keypair,
                                  pt.collector_auth_token) as collector:
                 collection = await collector.collect(query, timeout=settings.timeout,

@@ -24,7 +24,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from dap.messages import TaskExtensionType
+from dap.profiles.dap18.messages import TaskExtensionType
 
 DP_POLICY_EXTENSION = int(TaskExtensionType.DP_POLICY)
 

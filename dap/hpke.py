@@ -25,22 +25,16 @@ import itertools
 import os
 from dataclasses import dataclass
 from enum import IntEnum
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from cryptography.hazmat.primitives.asymmetric import ec, x448, x25519
 from cryptography.hazmat.primitives.serialization import Encoding, NoEncryption, PrivateFormat
 from pyhpke import AEADId, CipherSuite, KDFId, KEMId, KEMKeyInterface, KEMKeyPair, PyHPKEError
 
-from dap.messages import (
-    AggregateShareAad,
-    HpkeCiphertext,
-    HpkeConfig,
-    HpkeConfigList,
-    InputShareAad,
-    PlaintextInputShare,
-    Role,
-)
-from dap.profile import DEFAULT_PROFILE, Profile
+from dap.common import HpkeCiphertext, HpkeConfig, HpkeConfigList, Role
+
+if TYPE_CHECKING:
+    from dap.profiles.base import Profile
 
 
 class HpkeError(Exception):
@@ -259,10 +253,10 @@ class Encodable(Protocol):
 def seal_input_share(
     config: HpkeConfig,
     server_role: Role,
-    aad: InputShareAad | Encodable,
-    plaintext: PlaintextInputShare | Encodable,
+    aad: Encodable,
+    plaintext: Encodable,
     *,
-    profile: Profile = DEFAULT_PROFILE,
+    profile: Profile,
     ephemeral_ikm: bytes | None = None,
 ) -> HpkeCiphertext:
     """Encrypt an input share to an Aggregator (Section 4.4.2.1)::
@@ -276,36 +270,13 @@ def seal_input_share(
     return _seal(config, info, aad.encode(), plaintext.encode(), ephemeral_ikm)
 
 
-def open_input_share(
-    keypair: HpkeKeypair,
-    server_role: Role,
-    aad: InputShareAad | Encodable,
-    ciphertext: HpkeCiphertext,
-    *,
-    profile: Profile = DEFAULT_PROFILE,
-) -> PlaintextInputShare:
-    """Decrypt and decode an input share (Section 4.5.3.3).
-
-    Raises :class:`HpkeError` if decryption fails (report error ``hpke_decrypt_error``)
-    and :class:`dap.codec.DecodeError` if the plaintext is not a valid
-    ``PlaintextInputShare`` (report error ``invalid_message``, Section 4.5.3.4).
-
-    AMBIGUITY: Section 4.5.3.3 says an unrecognized HPKE config ID is also
-    ``hpke_decrypt_error``, although ``ReportError`` has ``hpke_unknown_config_id(4)``
-    (and the Leader's upload uses ``outdated_config``). The error message of the
-    :class:`HpkeError` says which case it was; the caller picks the code.
-    """
-    return PlaintextInputShare.decode(
-        open_input_share_bytes(keypair, server_role, aad, ciphertext, profile=profile))
-
-
 def open_input_share_bytes(
     keypair: HpkeKeypair,
     server_role: Role,
-    aad: InputShareAad | Encodable,
+    aad: Encodable,
     ciphertext: HpkeCiphertext,
     *,
-    profile: Profile = DEFAULT_PROFILE,
+    profile: Profile,
 ) -> bytes:
     """The plaintext of an input share, undecoded (each profile decodes its own
     ``PlaintextInputShare``)."""
@@ -316,10 +287,10 @@ def open_input_share_bytes(
 def seal_aggregate_share(
     config: HpkeConfig,
     server_role: Role,
-    aad: AggregateShareAad | Encodable,
+    aad: Encodable,
     agg_share: bytes,
     *,
-    profile: Profile = DEFAULT_PROFILE,
+    profile: Profile,
     ephemeral_ikm: bytes | None = None,
 ) -> HpkeCiphertext:
     """Encrypt an encoded aggregate share to the Collector (Section 4.6.7)::
@@ -334,10 +305,10 @@ def seal_aggregate_share(
 def open_aggregate_share(
     keypair: HpkeKeypair,
     server_role: Role,
-    aad: AggregateShareAad | Encodable,
+    aad: Encodable,
     ciphertext: HpkeCiphertext,
     *,
-    profile: Profile = DEFAULT_PROFILE,
+    profile: Profile,
 ) -> bytes:
     """Decrypt an aggregate share from ``server_role`` (Section 4.6.7)."""
     info = profile.aggregate_share_info(server_role)

@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from dap.messages import TaskID
-from dap.profile import DEFAULT_PROFILE, Profile
+from dap.common import TaskID
+from dap.profiles import DEFAULT_PROFILE, Profile
 
 PROBLEM_MEDIA_TYPE = "application/problem+json"
 

@@ -15,12 +15,12 @@ import secrets
 from dataclasses import dataclass
 from typing import Any
 
+from dap.common import BatchMode, HpkeConfig, Interval
 from dap.dp import encode_spec
 from dap.hpke import HpkeKeypair, generate_keypair
-from dap.messages import BatchMode, HpkeConfig, Interval
-from dap.profile import DEFAULT_PROFILE, Profile, get_profile
+from dap.profiles import DEFAULT_PROFILE, Profile, get_profile
+from dap.profiles.dap18.task import Task
 from dap.storage import TaskRecord
-from dap.task import Task
 
 
 def b64(data: bytes) -> str:
@@ -33,7 +33,7 @@ def unb64(text: str) -> bytes:
 
 @dataclass
 class ProvisionedTask:
-    task: Any                       # dap.task.Task or dap.task09.Task09
+    task: Any                       # dap.profiles.dap18.task.Task or dap.profiles.dap09.task.Task09
     vdaf_verify_key: bytes
     aggregator_auth_token: str
     collector_auth_token: str
@@ -106,7 +106,7 @@ def new_task(vdaf: Any, leader_url: str, helper_url: str, *,
         if max_batch_size is not None:
             options["max_batch_size"] = max_batch_size
     else:
-        from dap.messages09 import QueryType
+        from dap.profiles.dap09.messages import QueryType
 
         task = profile.task_type().for_vdaf(
             vdaf, task_id=task_id, leader_aggregator_endpoint=leader_url,

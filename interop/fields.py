@@ -5,8 +5,8 @@ Everything here is pure (no I/O) so that the four roles derive their task from t
 fields in exactly the same way: DAP-18 binds the whole ``TaskConfiguration`` into the HPKE
 AAD of every input and aggregate share, so a Client, Leader, Helper and Collector that
 computed different bytes could not decrypt each other's shares. :func:`task_from_fields`
-is therefore the only place an interop request becomes a :class:`dap.task.Task`, and
-:func:`task09_from_fields` the only place one becomes a DAP-09 :class:`dap.task09.Task09`
+is therefore the only place an interop request becomes a :class:`dap.profiles.dap18.task.Task`, and
+:func:`task09_from_fields` the only place one becomes a DAP-09 :class:`dap.profiles.dap09.task.Task09`
 (DAP-09 binds only the task ID into its AADs, so each role needs, and the draft sends it,
 only the parameters that role uses). :func:`request_version` decides which of the two a
 request is.
@@ -24,13 +24,15 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from dap import messages09 as m09
+from dap.common import BatchMode, Duration, HpkeConfig, Interval, Time
 from dap.dp import encode_spec
-from dap.messages import BatchMode, Duration, HpkeConfig, Interval, Query, Time
-from dap.messages09 import FixedSizeQuery, QueryType
-from dap.profile import DAP_09, DEFAULT_PROFILE
-from dap.task import Task, TaskError
-from dap.task09 import Task09, Task09Error
+from dap.profiles import DEFAULT_PROFILE
+from dap.profiles.dap09 import DAP_09
+from dap.profiles.dap09 import messages as m09
+from dap.profiles.dap09.messages import FixedSizeQuery, QueryType
+from dap.profiles.dap09.task import Task09, Task09Error
+from dap.profiles.dap18.messages import Query
+from dap.profiles.dap18.task import Task, TaskError
 
 # Largest uint64: the default end of a task interval with only a start.
 _U64_MAX = 2**64 - 1

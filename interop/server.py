@@ -33,20 +33,20 @@ from aiohttp import web
 from aiohttp.web_runner import GracefulExit
 
 from dap.client import Client, UploadError
-from dap.client09 import Client09Error
-from dap.client09 import collect_result as collect_result09
-from dap.client_core import ClientError, collect_result
 from dap.collector import CollectionError, Collector
+from dap.common import ReportError
 from dap.core.tasks import AggregatorTask
 from dap.hpke import HpkeError, HpkeKeypair, generate_keypair
-from dap.messages import ReportError
+from dap.profiles.dap09.client import Client09Error
+from dap.profiles.dap09.client import collect_result as collect_result09
+from dap.profiles.dap09.task import Task09
+from dap.profiles.dap18.client import ClientError, collect_result
+from dap.profiles.dap18.task import Task
 from dap.server.app import build_app
 from dap.server.common import STATE_KEY, AppState
 from dap.server.config import AggregatorConfig
 from dap.storage import TaskRecord
 from dap.storage.sqlite import SqliteDatastore
-from dap.task import Task
-from dap.task09 import Task09
 from interop import fields as f
 from interop.fields import FieldError
 

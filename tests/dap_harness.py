@@ -24,7 +24,8 @@ from aiohttp import web
 
 from dap.client import Client
 from dap.collector import Collector
-from dap.messages import Duration, Interval, Query, Time
+from dap.common import Duration, Interval, Time
+from dap.profiles.dap18.messages import Query
 from dap.provision import ProvisionedTask, new_task
 from dap.server.app import build_app
 from dap.server.common import STATE_KEY, AppState
@@ -136,7 +137,7 @@ class Proto:
     its bytes (DAP-18). Scenarios are written once against this object."""
 
     def __init__(self, name: str) -> None:
-        from dap.profile import get_profile
+        from dap.profiles import get_profile
 
         self.name = name
         self.profile = get_profile(name)
@@ -181,7 +182,7 @@ class Proto:
     # Queries, with times given in time_precision units.
     def interval_query(self, pt: ProvisionedTask, start: int, duration: int) -> Any:
         if self.dap09:
-            from dap import messages09 as m09
+            from dap.profiles.dap09 import messages as m09
 
             p = pt.task.time_precision
             return m09.Query.time_interval(m09.Interval(m09.Time(start * p),
@@ -190,7 +191,7 @@ class Proto:
 
     def current_batch_query(self) -> Any:
         if self.dap09:
-            from dap import messages09 as m09
+            from dap.profiles.dap09 import messages as m09
 
             return m09.Query.fixed_size(m09.FixedSizeQuery.current_batch())
         return Query.leader_selected()

@@ -23,9 +23,9 @@ from typing import Any
 
 import pytest
 
-from dap import messages09 as m09
-from dap.messages import BatchMode
-from dap.profile import DAP_09
+from dap.common import BatchMode
+from dap.profiles.dap09 import DAP_09
+from dap.profiles.dap09 import messages as m09
 from tests.dap09_node import run_dap_upload, task_id_b64
 from tests.dap_harness import AggregatorPair
 from vdaf.prio3 import Prio3CountV08, Prio3HistogramV08, Prio3SumV08, Prio3SumVecV08

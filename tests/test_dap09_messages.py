@@ -29,7 +29,7 @@ from dap.codec import (
     Vector,
     field_specs,
 )
-from dap.messages09 import (
+from dap.profiles.dap09.messages import (
     ALL_SCALARS,
     ALL_STRUCTS,
     HTTP_MESSAGES,

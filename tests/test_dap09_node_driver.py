@@ -9,8 +9,8 @@ for Prio3Count, Prio3Sum, Prio3Histogram and Prio3SumVec:
 
 * the requests: method, path, query (`task_id` on hpke_config), Accept/Content-Type
   headers, no authentication header, one hpke_config fetch per Aggregator per run;
-* each body decodes as our `dap.messages09.Report`; our code decrypts both input shares
-  (`dap.client09.decrypt_input_share`) with the fake Aggregators' keys; the VDAF-08
+* each body decodes as our `dap.profiles.dap09.messages.Report`; our code decrypts both input shares
+  (`dap.profiles.dap09.client.decrypt_input_share`) with the fake Aggregators' keys; the VDAF-08
   input shares verify (verify_init, verifier_shares_to_message, verify_next for both
   Aggregators) and aggregate to the exact sum of the measurements;
 * report times: the client rounds them down to `time_precision`;
@@ -34,11 +34,11 @@ from typing import Any
 import pytest
 from aiohttp import web
 
-from dap.client09 import decrypt_input_share, report_share_for
 from dap.hpke import HpkeKeypair, generate_keypair
-from dap.messages09 import HpkeConfigList, QueryType, Report, Role
-from dap.profile import DAP_09
-from dap.task09 import Task09
+from dap.profiles.dap09 import DAP_09
+from dap.profiles.dap09.client import decrypt_input_share, report_share_for
+from dap.profiles.dap09.messages import HpkeConfigList, QueryType, Report, Role
+from dap.profiles.dap09.task import Task09
 from tests.dap09_node import PACKAGE_VERSION, install_dap_client, run_dap_upload, task_id_b64
 from vdaf.prio3 import Prio3, Prio3CountV08, Prio3HistogramV08, Prio3SumV08, Prio3SumVecV08
 

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from dap import messages09
-from dap.messages import HpkeConfigList as HpkeConfigList18
-from dap.messages import UploadRequest
-from dap.profile import DAP_09, DAP_18, PROFILES, ProfileError, get_profile
+from dap.profiles import PROFILES, ProfileError, get_profile
+from dap.profiles.dap09 import DAP_09
+from dap.profiles.dap09 import messages as messages09
+from dap.profiles.dap18 import DAP_18
+from dap.profiles.dap18.messages import HpkeConfigList as HpkeConfigList18
+from dap.profiles.dap18.messages import UploadRequest
 
 
 def test_registry() -> None:

@@ -11,7 +11,9 @@ from typing import Any
 
 import pytest
 
-from dap.client09 import (
+from dap.hpke import HpkeError, derive_keypair
+from dap.profiles.dap09 import DAP_09
+from dap.profiles.dap09.client import (
     Client09Error,
     InputShareRejected,
     collect_result,
@@ -20,8 +22,7 @@ from dap.client09 import (
     generate_report,
     report_share_for,
 )
-from dap.hpke import HpkeError, derive_keypair
-from dap.messages09 import (
+from dap.profiles.dap09.messages import (
     AggregateShare,
     AggregateShareReq,
     AggregationJobInitReq,
@@ -43,7 +44,7 @@ from dap.messages09 import (
     Role,
     batch_checksum,
 )
-from dap.task09 import Task09, Task09Error
+from dap.profiles.dap09.task import Task09, Task09Error
 from vdaf import ping_pong as pp
 from vdaf.prio3 import Prio3Count, Prio3CountV08, Prio3HistogramV08
 
@@ -66,8 +67,7 @@ def _task(vdaf: Any, query_type: QueryType) -> Task09:
         helper_aggregator_endpoint="https://helper.example/",
         query_type=query_type,
         time_precision=PRECISION,
-        min_batch_size=1,
-    )
+        min_batch_size=1, profile=DAP_09,)
 
 
 def run_task(vdaf: Any, measurements: list[Any], query_type: QueryType) -> Any:
@@ -180,7 +180,7 @@ def test_task_rejects_non_v08_vdafs_and_bad_parameters() -> None:
         Task09(task_id=b"\x00" * 32, leader_aggregator_endpoint="https://l",
                helper_aggregator_endpoint="https://h", query_type=QueryType.TIME_INTERVAL,
                time_precision=60, min_batch_size=1, vdaf_name="Prio3Count",
-               max_batch_size=10)  # max_batch_size is for fixed_size tasks
+               max_batch_size=10, profile=DAP_09)  # max_batch_size is for fixed_size tasks
     task = _task(Prio3HistogramV08(2, 4, 2), QueryType.FIXED_SIZE)
     assert task.vdaf_parameters == (("chunk_length", 2), ("length", 4))
     with pytest.raises(Client09Error):

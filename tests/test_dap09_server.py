@@ -21,14 +21,14 @@ from typing import Any
 
 import aiohttp
 
-from dap import client09
-from dap import messages09 as m09
 from dap.collector import CollectionError
+from dap.common import BatchMode
 from dap.core.tasks import Keyring
 from dap.hpke import HpkeConfig
-from dap.messages import BatchMode
 from dap.problems import ProblemDocument
-from dap.profile import DAP_09
+from dap.profiles.dap09 import DAP_09
+from dap.profiles.dap09 import client as client09
+from dap.profiles.dap09 import messages as m09
 from dap.provision import ProvisionedTask, b64
 from tests.dap_harness import AggregatorPair
 from vdaf.ping_pong import ping_pong_leader_init
@@ -126,7 +126,7 @@ def test_hpke_config_and_upload(tmp_path: Path) -> None:
 
 
 def test_expired_task_rejects_reports(tmp_path: Path) -> None:
-    from dap.messages import Duration, Interval, Time
+    from dap.common import Duration, Interval, Time
 
     async def go() -> None:
         async with AggregatorPair(tmp_path) as pair, aiohttp.ClientSession() as session:

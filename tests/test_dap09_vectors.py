@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from dap.messages09 import ALL_SCALARS, ALL_STRUCTS, PingPongMessage
-from dap.profile import DAP_09
+from dap.profiles.dap09 import DAP_09
+from dap.profiles.dap09.messages import ALL_SCALARS, ALL_STRUCTS, PingPongMessage
 from dap.vectors import check, generate
 from ppm.cli import main
 

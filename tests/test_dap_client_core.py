@@ -8,7 +8,10 @@ from typing import Any
 
 import pytest
 
-from dap.client_core import (
+from dap.common import BatchMode, Extension, Interval, Role, Time
+from dap.hpke import HpkeError, HpkeKeypair, Kem, generate_keypair
+from dap.profiles.dap18 import DAP_18
+from dap.profiles.dap18.client import (
     ClientError,
     aggregate_share_aad,
     collect_result,
@@ -16,21 +19,16 @@ from dap.client_core import (
     encrypt_aggregate_share,
     generate_report,
     input_share_aad,
+    open_input_share,
 )
-from dap.hpke import HpkeError, HpkeKeypair, Kem, generate_keypair, open_input_share
-from dap.messages import (
-    BatchMode,
+from dap.profiles.dap18.messages import (
     CollectionJobReq,
     CollectionJobResp,
-    Extension,
-    Interval,
     Query,
     Report,
-    Role,
-    Time,
     UploadRequest,
 )
-from dap.task import Task
+from dap.profiles.dap18.task import Task
 
 prio3 = pytest.importorskip("vdaf.prio3")
 
@@ -48,6 +46,7 @@ def make_task(vdaf: Any, **overrides: Any) -> Task:
         min_batch_size=1,
         batch_mode=BatchMode.TIME_INTERVAL,
     )
+    params.setdefault("profile", DAP_18)
     params.update(overrides)
     return Task.for_vdaf(vdaf, **params)
 
@@ -77,7 +76,7 @@ class Aggregators:
             (0, Role.LEADER, report.leader_encrypted_input_share),
             (1, Role.HELPER, report.helper_encrypted_input_share),
         ):
-            plaintext = open_input_share(self.keys[role], role, aad, ct)
+            plaintext = open_input_share(self.keys[role], role, aad, ct, profile=DAP_18)
             state, share = vdaf.verify_init(
                 self.verify_key, ctx, agg_id, None, nonce, public_share,
                 vdaf.decode_input_share(agg_id, plaintext.payload),
@@ -171,12 +170,12 @@ def test_input_shares_are_bound_to_the_task_configuration() -> None:
         task, 1, time=NOW, leader_hpke_config=leader.config, helper_hpke_config=helper.config
     )
     good_aad = input_share_aad(task, report.report_metadata, report.public_share)
-    open_input_share(leader, Role.LEADER, good_aad, report.leader_encrypted_input_share)
+    open_input_share(leader, Role.LEADER, good_aad, report.leader_encrypted_input_share, profile=DAP_18)
     bad_aad = input_share_aad(other, report.report_metadata, report.public_share)
     with pytest.raises(HpkeError):
-        open_input_share(leader, Role.LEADER, bad_aad, report.leader_encrypted_input_share)
+        open_input_share(leader, Role.LEADER, bad_aad, report.leader_encrypted_input_share, profile=DAP_18)
     with pytest.raises(HpkeError):  # each share is for one Aggregator
-        open_input_share(helper, Role.HELPER, good_aad, report.leader_encrypted_input_share)
+        open_input_share(helper, Role.HELPER, good_aad, report.leader_encrypted_input_share, profile=DAP_18)
 
 
 def test_private_extensions_are_encrypted() -> None:
@@ -190,8 +189,8 @@ def test_private_extensions_are_encrypted() -> None:
     )
     assert report.report_metadata.public_extensions == (Extension(5, b"pub"),)
     aad = input_share_aad(task, report.report_metadata, report.public_share)
-    helper_pt = open_input_share(helper, Role.HELPER, aad, report.helper_encrypted_input_share)
-    leader_pt = open_input_share(leader, Role.LEADER, aad, report.leader_encrypted_input_share)
+    helper_pt = open_input_share(helper, Role.HELPER, aad, report.helper_encrypted_input_share, profile=DAP_18)
+    leader_pt = open_input_share(leader, Role.LEADER, aad, report.leader_encrypted_input_share, profile=DAP_18)
     assert helper_pt.private_extensions == (Extension(6, b"secret"),)
     assert leader_pt.private_extensions == ()
     assert b"secret" not in report.encode()

@@ -48,7 +48,7 @@ import pytest
 import dap.server
 from dap.client import Client
 from dap.collector import Collector
-from dap.messages import BatchMode
+from dap.common import BatchMode
 from dap.provision import ProvisionedTask, new_task
 from dap.storage.sqlite import SqliteDatastore
 from tests.dap_harness import PROTOS, Proto, free_port

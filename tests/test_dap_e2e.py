@@ -28,7 +28,8 @@ import aiohttp
 import pytest
 
 from dap.collector import Collection
-from dap.messages import BatchMode, Query
+from dap.common import BatchMode
+from dap.profiles.dap18.messages import Query
 from dap.provision import ProvisionedTask, new_task
 from dp_policy import policies
 from tests.dap_harness import PROTOS, AggregatorPair, Proto

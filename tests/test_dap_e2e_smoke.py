@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from dap.messages import BatchMode, Query
+from dap.common import BatchMode
+from dap.profiles.dap18.messages import Query
 from tests.dap_harness import AggregatorPair
 from vdaf.prio3 import Prio3Histogram
 
@@ -58,7 +59,7 @@ def test_dap_auth_token_header_is_accepted(tmp_path: Path) -> None:
     `Authorization: Bearer`; a wrong token in either is refused."""
     import aiohttp
 
-    from dap.messages import CollectionJobReq
+    from dap.profiles.dap18.messages import CollectionJobReq
 
     async def run() -> None:
         async with AggregatorPair(tmp_path) as pair:

@@ -24,41 +24,43 @@ from typing import Any
 import aiohttp
 import pytest
 
-from dap.client_core import generate_report, input_share_aad, shard
-from dap.hpke import generate_keypair, seal_input_share
-from dap.messages import (
-    AggregateShareReq,
-    AggregationJobContinueReq,
-    AggregationJobExtension,
-    AggregationJobInitReq,
-    AggregationJobResp,
+from dap.common import (
     BatchMode,
-    BatchSelector,
-    CollectionJobExtension,
-    CollectionJobReq,
     Duration,
     Extension,
     HpkeCiphertext,
     HpkeConfig,
     HpkeConfigList,
     Interval,
+    ReportError,
+    ReportID,
+    Role,
+    Time,
+    VerifyRespType,
+    batch_checksum,
+)
+from dap.hpke import generate_keypair, seal_input_share
+from dap.problems import PROBLEM_MEDIA_TYPE
+from dap.profiles.dap18.client import generate_report, input_share_aad, shard
+from dap.profiles.dap18.messages import (
+    AggregateShareReq,
+    AggregationJobContinueReq,
+    AggregationJobExtension,
+    AggregationJobInitReq,
+    AggregationJobResp,
+    BatchSelector,
+    CollectionJobExtension,
+    CollectionJobReq,
     PlaintextInputShare,
     Query,
     Report,
-    ReportError,
-    ReportID,
     ReportMetadata,
     ReportShare,
-    Role,
-    Time,
     UploadErrors,
     UploadRequest,
     VerifyContinue,
     VerifyInit,
-    VerifyRespType,
-    batch_checksum,
 )
-from dap.problems import PROBLEM_MEDIA_TYPE
 from dap.provision import ProvisionedTask
 from tests.dap_harness import AggregatorPair
 from vdaf.ping_pong import Continued, ping_pong_leader_init

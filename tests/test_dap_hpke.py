@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from dap.codec import DecodeError
+from dap.common import BatchMode, Extension, HpkeCiphertext, HpkeConfig, HpkeConfigList, Role
 from dap.hpke import (
     Aead,
     HpkeError,
@@ -19,28 +20,22 @@ from dap.hpke import (
     is_supported,
     open_aggregate_share,
     open_base,
-    open_input_share,
     seal_aggregate_share,
     seal_base,
     seal_base_deterministic,
     seal_input_share,
 )
-from dap.messages import (
+from dap.profiles.dap18 import DAP_18
+from dap.profiles.dap18.client import open_input_share
+from dap.profiles.dap18.messages import (
     AggregateShareAad,
-    BatchMode,
     CollectionJobReq,
-    Extension,
-    HpkeCiphertext,
-    HpkeConfig,
-    HpkeConfigList,
     InputShareAad,
     PlaintextInputShare,
     Query,
     ReportMetadata,
-    Role,
     TaskConfiguration,
 )
-from dap.profile import DAP_18
 
 # RFC 9180 Appendix A.1.1 and A.3.1 (Base mode, first encryption): published values.
 RFC9180_INFO = bytes.fromhex("4f6465206f6e2061204772656369616e2055726e")
@@ -200,16 +195,16 @@ def test_input_share_seal_open() -> None:
     kp = generate_keypair(3)
     aad = _input_share_aad(_task_config())
     pt = PlaintextInputShare([Extension(7, b"x")], b"input share")
-    ct = seal_input_share(kp.config, Role.HELPER, aad, pt)
-    assert open_input_share(kp, Role.HELPER, aad, ct) == pt
+    ct = seal_input_share(kp.config, Role.HELPER, aad, pt, profile=DAP_18)
+    assert open_input_share(kp, Role.HELPER, aad, ct, profile=DAP_18) == pt
     # Explicit check of what is bound: info with the recipient's role, and the AAD bytes.
     assert open_base(kp, ct, b"dap-18 input share\x01\x03", aad.encode()) == pt.encode()
     with pytest.raises(HpkeError):
-        open_input_share(kp, Role.LEADER, aad, ct)  # info names the other Aggregator
+        open_input_share(kp, Role.LEADER, aad, ct, profile=DAP_18)  # info names the other Aggregator
     with pytest.raises(HpkeError):  # the task configuration is bound (Section 8.6.5)
-        open_input_share(kp, Role.HELPER, _input_share_aad(_task_config(11)), ct)
+        open_input_share(kp, Role.HELPER, _input_share_aad(_task_config(11)), ct, profile=DAP_18)
     with pytest.raises(HpkeError):
-        open_input_share(kp, Role.HELPER, _input_share_aad(_task_config(), b"\x08" * 32), ct)
+        open_input_share(kp, Role.HELPER, _input_share_aad(_task_config(), b"\x08" * 32), ct, profile=DAP_18)
 
 
 def test_input_share_malformed_plaintext_is_a_decode_error() -> None:
@@ -220,24 +215,24 @@ def test_input_share_malformed_plaintext_is_a_decode_error() -> None:
     bad = bytes.fromhex("0008" "0002" "0000" "0001" "0000" "00000001" "00")
     ct = seal_base(kp.config, info, aad.encode(), bad)
     with pytest.raises(DecodeError, match="private_extensions"):
-        open_input_share(kp, Role.LEADER, aad, ct)
+        open_input_share(kp, Role.LEADER, aad, ct, profile=DAP_18)
 
 
 def test_aggregate_share_seal_open() -> None:
     kp = generate_keypair(200, Kem.DHKEM_P384_HKDF_SHA384, Kdf.HKDF_SHA384, Aead.AES_256_GCM)
     cjr = CollectionJobReq(Query.leader_selected(), b"", [])
     aad = AggregateShareAad(b"\x07" * 32, _task_config(), cjr)
-    ct = seal_aggregate_share(kp.config, Role.LEADER, aad, b"agg share")
-    assert open_aggregate_share(kp, Role.LEADER, aad, ct) == b"agg share"
+    ct = seal_aggregate_share(kp.config, Role.LEADER, aad, b"agg share", profile=DAP_18)
+    assert open_aggregate_share(kp, Role.LEADER, aad, ct, profile=DAP_18) == b"agg share"
     assert open_base(kp, ct, b"dap-18 aggregate share\x02\x00", aad.encode()) == b"agg share"
     with pytest.raises(HpkeError):
-        open_aggregate_share(kp, Role.HELPER, aad, ct)
+        open_aggregate_share(kp, Role.HELPER, aad, ct, profile=DAP_18)
     other_req = AggregateShareAad(b"\x07" * 32, _task_config(), CollectionJobReq(
         Query.leader_selected(), b"\x00", []))
     with pytest.raises(HpkeError):
-        open_aggregate_share(kp, Role.LEADER, other_req, ct)
+        open_aggregate_share(kp, Role.LEADER, other_req, ct, profile=DAP_18)
     # Deterministic sealing for vectors.
     ikm = bytes(range(48))
-    a = seal_aggregate_share(kp.config, Role.LEADER, aad, b"x", ephemeral_ikm=ikm)
-    b = seal_aggregate_share(kp.config, Role.LEADER, aad, b"x", ephemeral_ikm=ikm)
+    a = seal_aggregate_share(kp.config, Role.LEADER, aad, b"x", ephemeral_ikm=ikm, profile=DAP_18)
+    b = seal_aggregate_share(kp.config, Role.LEADER, aad, b"x", ephemeral_ikm=ikm, profile=DAP_18)
     assert a == b

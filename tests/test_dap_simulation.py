@@ -97,26 +97,28 @@ from multidict import CIMultiDict
 
 import dap.core.helper
 import dap.core.leader
-from dap.client_core import collect_result, generate_report
+from dap.common import (
+    BatchMode,
+    Duration,
+    Interval,
+    ReportError,
+    Time,
+    VerifyRespType,
+    batch_checksum,
+)
 from dap.core.buckets import time_bucket
 from dap.core.tasks import Keyring
-from dap.messages import (
+from dap.profiles.dap18.client import collect_result, generate_report
+from dap.profiles.dap18.messages import (
     AggregateShareReq,
     AggregationJobInitReq,
     AggregationJobResp,
-    BatchMode,
     CollectionJobReq,
     CollectionJobResp,
-    Duration,
-    Interval,
     Query,
     Report,
-    ReportError,
-    Time,
     UploadErrors,
     UploadRequest,
-    VerifyRespType,
-    batch_checksum,
 )
 from dap.provision import ProvisionedTask, new_task
 from dap.server import helper as helper_server

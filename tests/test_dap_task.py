@@ -9,22 +9,18 @@ import json
 
 import pytest
 
-from dap.messages import (
-    AggregationJobID,
+from dap.common import AggregationJobID, BatchMode, HpkeConfigList, Interval, Role, TaskID
+from dap.problems import ProblemDocument, ProblemDocumentError, ProblemType
+from dap.profiles import ProfileError, get_profile
+from dap.profiles.dap18 import DAP_18
+from dap.profiles.dap18.messages import (
     AggregationJobInitReq,
-    BatchMode,
     CollectionJobResp,
-    HpkeConfigList,
-    Interval,
-    Role,
     TaskConfiguration,
     TaskExtension,
-    TaskID,
     UploadRequest,
 )
-from dap.problems import ProblemDocument, ProblemDocumentError, ProblemType
-from dap.profile import DAP_18, ProfileError, get_profile
-from dap.task import (
+from dap.profiles.dap18.task import (
     Prio3MultihotCountVecConfig,
     Task,
     TaskError,
@@ -50,6 +46,7 @@ def _task(vdaf: object, **overrides: object) -> Task:
         min_batch_size=10,
         batch_mode=BatchMode.TIME_INTERVAL,
     )
+    params.setdefault("profile", DAP_18)
     params.update(overrides)
     return Task.for_vdaf(vdaf, **params)  # type: ignore[arg-type]
 
@@ -76,39 +73,39 @@ def _task(vdaf: object, **overrides: object) -> Task:
 )
 def test_vdaf_configuration_encodings(make: object, vdaf_type: int, expected: str) -> None:
     vdaf = make()  # type: ignore[operator]
-    assert vdaf_configuration(vdaf) == (vdaf_type, bytes.fromhex(expected))
-    again = vdaf_from_configuration(vdaf_type, bytes.fromhex(expected))
+    assert vdaf_configuration(vdaf, profile=DAP_18) == (vdaf_type, bytes.fromhex(expected))
+    again = vdaf_from_configuration(vdaf_type, bytes.fromhex(expected), profile=DAP_18)
     assert type(again) is type(vdaf)
-    assert vdaf_configuration(again) == (vdaf_type, bytes.fromhex(expected))
+    assert vdaf_configuration(again, profile=DAP_18) == (vdaf_type, bytes.fromhex(expected))
 
 
 def test_multihot_field_order() -> None:
     encoded = bytes.fromhex("0000000a" "00000004" "0000000000000003")
-    name, config = decode_vdaf_configuration(5, encoded)
+    name, config = decode_vdaf_configuration(5, encoded, profile=DAP_18)
     assert name == "Prio3MultihotCountVec"
     assert config == Prio3MultihotCountVecConfig(length=10, chunk_length=4, max_weight=3)
 
 
 def test_poplar1_configuration_decodes_but_is_not_implemented() -> None:
-    name, config = decode_vdaf_configuration(6, bytes.fromhex("0100"))
+    name, config = decode_vdaf_configuration(6, bytes.fromhex("0100"), profile=DAP_18)
     assert name == "Poplar1" and config.bits == 256  # type: ignore[attr-defined]
     with pytest.raises(TaskError, match="not implemented"):
-        vdaf_from_configuration(6, bytes.fromhex("0100"))
+        vdaf_from_configuration(6, bytes.fromhex("0100"), profile=DAP_18)
 
 
 def test_unusable_vdafs() -> None:
     with pytest.raises(TaskError, match="no VDAF type code"):
-        vdaf_configuration(prio3.Prio3HigherDegree(2))
+        vdaf_configuration(prio3.Prio3HigherDegree(2), profile=DAP_18)
     with pytest.raises(TaskError, match="needs 2 shares"):
-        vdaf_configuration(prio3.Prio3Count(3))
+        vdaf_configuration(prio3.Prio3Count(3), profile=DAP_18)
     with pytest.raises(TaskError, match="unknown VDAF type"):
-        vdaf_from_configuration(0x12345678, b"")
+        vdaf_from_configuration(0x12345678, b"", profile=DAP_18)
     from dap.codec import DecodeError
 
     with pytest.raises(DecodeError, match="Prio3HistogramConfig"):
-        vdaf_from_configuration(4, b"\x00\x00\x00\x04")  # truncated
+        vdaf_from_configuration(4, b"\x00\x00\x00\x04", profile=DAP_18)  # truncated
     with pytest.raises(DecodeError, match="trailing"):
-        vdaf_from_configuration(1, b"\x00")  # Prio3Count's Empty has no bytes
+        vdaf_from_configuration(1, b"\x00", profile=DAP_18)  # Prio3Count's Empty has no bytes
 
 
 # ---------------------------------------------------------------------------------------
@@ -126,7 +123,7 @@ def test_task_configuration_is_canonical_and_round_trips() -> None:
     assert config.extensions == (TaskExtension.task_interval(Interval(100, 50)),)
     assert config.leader_aggregator_endpoint == b"https://leader.example/api/"  # not altered
     decoded = TaskConfiguration.decode(config.encode())
-    again = Task.from_configuration(TASK_ID, decoded)
+    again = Task.from_configuration(TASK_ID, decoded, profile=DAP_18)
     assert again == task
     assert again.configuration().encode() == config.encode()
     assert type(again.vdaf()) is prio3.Prio3Histogram
@@ -161,7 +158,7 @@ def test_task_rejections() -> None:
     config = _task(prio3.Prio3Count(2)).configuration()
     unknown = TaskConfiguration(**{**config.__dict__, "extensions": [TaskExtension(9, b"")]})
     with pytest.raises(TaskError, match=r"unrecognized task extensions \[9\]"):
-        Task.from_configuration(TASK_ID, unknown)
+        Task.from_configuration(TASK_ID, unknown, profile=DAP_18)
 
 
 def test_build_task_configuration_golden() -> None:

@@ -11,6 +11,7 @@ from ppm.cli import main
 
 pytest.importorskip("vdaf.prio3")
 
+from dap.profiles.dap18 import DAP_18
 from dap.vectors import check, generate  # noqa: E402
 
 COMMITTED = Path(__file__).resolve().parent.parent / "test_vectors" / "dap-18"
@@ -19,7 +20,7 @@ COMMITTED = Path(__file__).resolve().parent.parent / "test_vectors" / "dap-18"
 @pytest.fixture(scope="module")
 def generated(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("dap-vectors")
-    generate(out)
+    generate(out, profile=DAP_18)
     return out
 
 
@@ -38,8 +39,8 @@ def test_generation_is_deterministic_and_matches_the_committed_vectors(generated
 
 
 def test_every_message_type_and_both_examples_present(generated: Path) -> None:
-    from dap.messages import ALL_SCALARS, ALL_STRUCTS
-    from dap.task import VDAF_CONFIGS
+    from dap.profiles.dap18.messages import ALL_SCALARS, ALL_STRUCTS
+    from dap.profiles.dap18.task import VDAF_CONFIGS
 
     names = {p.stem for p in (generated / "messages").glob("*.json")}
     assert names == {c.__name__ for c in (*ALL_STRUCTS, *ALL_SCALARS, *VDAF_CONFIGS.values())}

@@ -22,8 +22,8 @@ from typing import Any
 
 import pytest
 
-from dap import messages09 as m09
-from dap.task09 import Task09
+from dap.profiles.dap09 import messages as m09
+from dap.profiles.dap09.task import Task09
 from interop import fields
 from interop.runner import VERSIONS, Case, Endpoints, default_cases, run_all
 from interop.server import version_of

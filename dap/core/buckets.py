@@ -12,9 +12,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from dap.common import BatchMode, Duration, Interval, ReportError, Time, batch_checksum
 from dap.core.errors import DapProblem
 from dap.core.tasks import AggregatorTask
-from dap.messages import BatchMode, Duration, Interval, ReportError, Time, batch_checksum
 from dap.storage import BatchBucketRecord, Transaction
 
 

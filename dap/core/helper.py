@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from dap.codec import DecodeError
+from dap.common import BatchMode, ReportError, Role, VerifyRespType
 from dap.core.buckets import (
     OutputShare,
     bucket_for,
@@ -28,7 +29,6 @@ from dap.core.errors import DapProblem, NotReady
 from dap.core.tasks import AggregatorTask, Keyring
 from dap.core.wire import InitItem, InitReq, Resp, ShareReq
 from dap.hpke import HpkeError
-from dap.messages import BatchMode, ReportError, Role, VerifyRespType
 from dap.storage import (
     AggregateShareJobRecord,
     AggregationJobRecord,

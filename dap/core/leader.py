@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from dap.codec import DecodeError
+from dap.common import BatchID, BatchMode, Interval, ReportError, Role, VerifyRespType
 from dap.core.buckets import (
     MergedBatch,
     OutputShare,
@@ -25,15 +26,7 @@ from dap.core.buckets import (
 from dap.core.errors import DapProblem, NotReady
 from dap.core.helper import decrypt_input_share, digest, validate_report
 from dap.core.tasks import AggregatorTask, Keyring
-from dap.messages import (
-    BatchID,
-    BatchMode,
-    Interval,
-    Report,
-    ReportError,
-    Role,
-    VerifyRespType,
-)
+from dap.profiles.dap18.messages import Report
 from dap.storage import (
     AggregationJobRecord,
     ClientReportRecord,

@@ -10,13 +10,13 @@ from functools import cached_property
 from typing import Any
 
 from dap.codec import DecodeError
+from dap.common import BatchMode, HpkeConfig, HpkeConfigList, Role
 from dap.core.errors import DapProblem
-from dap.core.wire import Wire, wire_for
+from dap.core.wire import Wire
 from dap.hpke import HpkeKeypair, generate_keypair
-from dap.messages import BatchMode, HpkeConfig, HpkeConfigList, Role
-from dap.profile import Profile, get_profile
+from dap.profiles import Profile, get_profile
+from dap.profiles.dap18.task import TaskError
 from dap.storage import HpkeKeyRecord, TaskRecord, Transaction
-from dap.task import TaskError
 
 
 @dataclass(frozen=True)
@@ -44,7 +44,7 @@ class AggregatorTask:
     """A task as one Aggregator holds it: the agreed configuration and its secrets."""
 
     record: TaskRecord
-    task: Any                       # dap.task.Task (DAP-18) or dap.task09.Task09
+    task: Any                       # dap.profiles.dap18.task.Task (DAP-18) or dap.profiles.dap09.task.Task09
     role: Role
     options: TaskOptions
     collector_hpke_config: HpkeConfig
@@ -79,7 +79,8 @@ class AggregatorTask:
     @property
     def wire(self) -> Wire:
         """The profile's messages, as the protocol core uses them."""
-        return wire_for(self.task.profile.name)
+        wire: Wire = self.task.profile.wire
+        return wire
 
     @property
     def batch_mode(self) -> BatchMode:

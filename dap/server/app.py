@@ -16,10 +16,10 @@ from collections.abc import AsyncIterator, Callable
 
 from aiohttp import web
 
+from dap.common import TaskID
 from dap.core.errors import DapProblem
 from dap.core.tasks import add_hpke_key
-from dap.messages import TaskID
-from dap.profile import DEFAULT_PROFILE, get_profile
+from dap.profiles import DEFAULT_PROFILE, get_profile
 from dap.server import admin
 from dap.server import helper as helper_routes
 from dap.server import leader as leader_routes

@@ -12,11 +12,11 @@ from typing import Any
 
 from aiohttp import web
 
+from dap.common import Role, TaskID
 from dap.core.errors import DapProblem
 from dap.core.tasks import AggregatorTask, Keyring, TaskCache
-from dap.messages import Role, TaskID
 from dap.problems import PROBLEM_MEDIA_TYPE
-from dap.profile import DEFAULT_PROFILE, Profile
+from dap.profiles import DEFAULT_PROFILE, Profile
 from dap.server.config import AggregatorConfig
 from dap.storage import Datastore
 

@@ -8,9 +8,9 @@ import logging
 
 from aiohttp import web
 
+from dap.common import Role
 from dap.core import helper as core
 from dap.core.errors import DapProblem, NotReady
-from dap.messages import Role
 from dap.server.common import (
     AppState,
     authenticate,

@@ -21,9 +21,9 @@ from urllib.parse import urljoin
 import aiohttp
 from aiohttp import web
 
+from dap.common import Role
 from dap.core import leader as core
 from dap.core.errors import NotReady
-from dap.messages import Role
 from dap.problems import ProblemDocument, ProblemDocumentError
 from dap.server.common import (
     AppState,

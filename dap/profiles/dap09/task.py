@@ -8,7 +8,7 @@ parameters of Section 4.2 that the Client, the Collector and the Aggregators use
 its VDAF through the profile's VDAF-08 class table, and builds the two AADs.
 
 Times are in seconds (DAP-09 ``Time``). Aggregator-only secrets (VDAF verification key,
-collector HPKE config, auth tokens) are not part of this object, as in :mod:`dap.task`.
+collector HPKE config, auth tokens) are not part of this object, as in :mod:`dap.profiles.dap18.task`.
 """
 
 from __future__ import annotations
@@ -19,8 +19,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from dap.messages import BatchMode
-from dap.messages09 import (
+from dap.common import BatchMode
+from dap.profiles.base import Profile, ProfileError
+from dap.profiles.dap09.messages import (
     AggregateShareAad,
     BatchSelector,
     InputShareAad,
@@ -29,7 +30,6 @@ from dap.messages09 import (
     TaskID,
     Time,
 )
-from dap.profile import DAP_09, Profile, ProfileError
 
 
 class Task09Error(ValueError):
@@ -68,7 +68,7 @@ class Task09:
     max_batch_size: int | None = None
     max_batch_query_count: int = 1
     task_expiration: int | None = None  # a Time, in seconds
-    profile: Profile = field(default=DAP_09, compare=False, repr=False)
+    profile: Profile = field(kw_only=True, compare=False, repr=False)
     # The task's DP policy (an encoded `dap.dp` spec), agreed out of band like every
     # other DAP-09 parameter: DAP-09 binds no task configuration into its HPKE AADs, so
     # unlike DAP-18 (task extension 0xFF00 in the TaskConfiguration) nothing
@@ -102,7 +102,7 @@ class Task09:
     @classmethod
     def for_vdaf(cls, vdaf: Any, **kwargs: Any) -> Task09:
         """A task running the VDAF object ``vdaf`` (a VDAF-08 class of the profile)."""
-        profile: Profile = kwargs.get("profile", DAP_09)
+        profile: Profile = kwargs["profile"]
         try:
             expected = profile.vdaf_class(vdaf.NAME)
         except (AttributeError, ProfileError) as exc:
@@ -158,7 +158,7 @@ class Task09:
 
     @classmethod
     def from_config_bytes(cls, task_id: bytes, data: bytes,
-                          profile: Profile = DAP_09) -> Task09:
+                          profile: Profile) -> Task09:
         """The inverse of :meth:`config_bytes`. Raises :class:`Task09Error`."""
         try:
             obj = json.loads(data)

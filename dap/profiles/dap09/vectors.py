@@ -18,16 +18,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from dap.client09 import (
+from dap.codec import DecodeError
+from dap.hpke import Aead, HpkeKeypair, Kdf, Kem, derive_keypair
+from dap.profiles.base import Profile
+from dap.profiles.dap09.client import (
     encrypt_aggregate_share,
     generate_report,
     open_aggregate_share,
     open_input_share,
     shard,
 )
-from dap.codec import DecodeError
-from dap.hpke import Aead, HpkeKeypair, Kdf, Kem, derive_keypair
-from dap.messages09 import (
+from dap.profiles.dap09.messages import (
     ALL_SCALARS,
     ALL_STRUCTS,
     AggregateShare,
@@ -69,8 +70,7 @@ from dap.messages09 import (
     Time,
     batch_checksum,
 )
-from dap.profile import DAP_09, Profile
-from dap.task09 import Task09
+from dap.profiles.dap09.task import Task09
 from dap.vectors import (
     FORMAT_VERSION,
     CheckReport,
@@ -158,7 +158,7 @@ def _make_vdaf(name: str, parameters: dict[str, int], profile: Profile) -> Any:
     return profile.vdaf_class(name)(profile.shares, **parameters)
 
 
-def example_inputs(spec: ExampleSpec09, profile: Profile = DAP_09) -> dict[str, Any]:
+def example_inputs(spec: ExampleSpec09, profile: Profile) -> dict[str, Any]:
     """All inputs of an example, derived from the seed."""
     vdaf = _make_vdaf(spec.vdaf_name, spec.vdaf_parameters, profile)
     p = spec.name
@@ -207,8 +207,8 @@ def _keypair(entry: dict[str, Any]) -> HpkeKeypair:
                           Kdf(entry["kdf_id"]), Aead(entry["aead_id"]))
 
 
-def build_example(inputs: dict[str, Any], description: str = "",
-                  profile: Profile = DAP_09) -> dict[str, Any]:
+def build_example(inputs: dict[str, Any], description: str,
+                  profile: Profile) -> dict[str, Any]:
     """Compute every output of an example from its inputs. Deterministic."""
     vdaf = _make_vdaf(inputs["vdaf"]["name"], inputs["vdaf"]["parameters"], profile)
     t_in = inputs["task"]
@@ -525,7 +525,7 @@ _TYPES: dict[str, type] = {c.__name__: c for c in (*ALL_STRUCTS, *ALL_SCALARS, P
 _IDS = (ReportID, TaskID, BatchID, AggregationJobID, CollectionJobID)
 
 
-def build_message_file(name: str, profile: Profile = DAP_09) -> dict[str, Any]:
+def build_message_file(name: str, profile: Profile) -> dict[str, Any]:
     cls = _TYPES[name]
     valid = message_cases()[name]
     invalid = list(invalid_cases().get(name, []))
@@ -557,7 +557,7 @@ def build_message_file(name: str, profile: Profile = DAP_09) -> dict[str, Any]:
     return doc
 
 
-def generate(out_dir: Path, profile: Profile = DAP_09) -> list[Path]:
+def generate(out_dir: Path, profile: Profile) -> list[Path]:
     """Write every DAP-09 vector file under ``out_dir``; returns the paths written."""
     written = []
     (out_dir / "messages").mkdir(parents=True, exist_ok=True)
@@ -579,8 +579,9 @@ def generate(out_dir: Path, profile: Profile = DAP_09) -> list[Path]:
 # ---------------------------------------------------------------------------------------
 
 
-def check_message_file(doc: dict[str, Any], report: CheckReport, where: str) -> None:
-    check_message_cases(doc, report, where, _TYPES, DAP_09)
+def check_message_file(doc: dict[str, Any], report: CheckReport, where: str,
+                       profile: Profile) -> None:
+    check_message_cases(doc, report, where, _TYPES, profile)
 
 
 _EXAMPLE_MESSAGES: ExampleMessages = [
@@ -603,9 +604,10 @@ _EXAMPLE_MESSAGES: ExampleMessages = [
 ]
 
 
-def check_example_file(doc: dict[str, Any], report: CheckReport, where: str) -> None:
+def check_example_file(doc: dict[str, Any], report: CheckReport, where: str,
+                       profile: Profile) -> None:
     # 1. Re-derive everything from the recorded inputs and compare.
-    expected = build_example(doc["inputs"], doc.get("description", ""))
+    expected = build_example(doc["inputs"], doc.get("description", ""), profile)
     for problem in _diff(expected, doc):
         report.errors.append(f"{where}: {problem}")
     report.checks += 1
@@ -620,7 +622,7 @@ def check_example_file(doc: dict[str, Any], report: CheckReport, where: str) -> 
         aad = InputShareAad.decode(_unhex(r["input_share_aad"]["encoding"], "aad"))
         for role, server, ct in (("leader", Role.LEADER, rep.leader_encrypted_input_share),
                                  ("helper", Role.HELPER, rep.helper_encrypted_input_share)):
-            plain = open_input_share(keys[role], server, aad, ct)
+            plain = open_input_share(keys[role], server, aad, ct, profile=profile)
             if plain.encode().hex() != r[f"{role}_plaintext_input_share"]["encoding"]:
                 report.errors.append(f"{where}: report {i} {role} share decrypts differently")
             report.checks += 1
@@ -629,7 +631,7 @@ def check_example_file(doc: dict[str, Any], report: CheckReport, where: str) -> 
         _unhex(doc["collection"]["aggregate_share_aad"]["encoding"], "aad"))
     for role, server, ct in (("leader", Role.LEADER, coll.leader_encrypted_agg_share),
                              ("helper", Role.HELPER, coll.helper_encrypted_agg_share)):
-        agg_share = open_aggregate_share(keys["collector"], server, aad2, ct)
+        agg_share = open_aggregate_share(keys["collector"], server, aad2, ct, profile=profile)
         if agg_share.hex() != doc["aggregation"][f"{role}_agg_share"]:
             report.errors.append(f"{where}: {role} aggregate share decrypts differently")
         report.checks += 1

@@ -1,6 +1,6 @@
 """Every message of draft-ietf-ppm-dap-09 as a frozen dataclass.
 
-The DAP-09 counterpart of :mod:`dap.messages` (DAP-18), built on the same strict codec
+The DAP-09 counterpart of :mod:`dap.profiles.dap18.messages` (DAP-18), built on the same strict codec
 (:mod:`dap.codec`): ``Msg.decode(data)`` parses the whole of ``data`` and nothing more,
 ``msg.encode()`` produces it, construction validates every field. Field names are the
 draft's. Section numbers refer to the rendered draft-ietf-ppm-dap-09: 3.2 Errors,
@@ -8,7 +8,7 @@ draft's. Section numbers refer to the rendered draft-ietf-ppm-dap-09: 3.2 Errors
 Reports, 4.5 Verifying and Aggregating Reports, 4.6 Collecting Results.
 
 Types whose definition is byte-for-byte the same in both drafts are shared with
-:mod:`dap.messages` (and re-exported here): ``ReportID``, ``TaskID``, ``BatchID``,
+:mod:`dap.profiles.dap18.messages` (and re-exported here): ``ReportID``, ``TaskID``, ``BatchID``,
 ``Role``, ``Empty``, ``HpkeCiphertext``, ``HpkeConfig`` and the VDAF ping-pong
 ``PingPongMessage``. Everything else is defined here, because it differs:
 
@@ -56,7 +56,7 @@ from dap.codec import (
     Vector,
     wire,
 )
-from dap.messages import (
+from dap.common import (
     BatchID,
     Empty,
     HpkeCiphertext,

@@ -21,10 +21,12 @@ from typing import Any
 from dap.hpke import (
     HpkeKeypair,
     open_aggregate_share,
+    open_input_share_bytes,
     seal_aggregate_share,
     seal_input_share,
 )
-from dap.messages import (
+from dap.profiles.base import Profile
+from dap.profiles.dap18.messages import (
     AggregateShareAad,
     CollectionJobReq,
     CollectionJobResp,
@@ -40,7 +42,7 @@ from dap.messages import (
     Role,
     Time,
 )
-from dap.task import Task, vdaf_configuration
+from dap.profiles.dap18.task import Task, vdaf_configuration
 
 
 class ClientError(ValueError):
@@ -89,6 +91,22 @@ def shard(task: Task, vdaf: Any, measurement: Any, report_id: bytes, rand: bytes
             vdaf.encode_input_share(input_shares[1]),
         ),
     )
+
+
+def open_input_share(keypair: HpkeKeypair, server_role: Role, aad: InputShareAad,
+                     ciphertext: HpkeCiphertext, *, profile: Profile) -> PlaintextInputShare:
+    """Decrypt and decode an input share (Section 4.5.3.3).
+
+    Raises :class:`dap.hpke.HpkeError` if decryption fails (report error
+    ``hpke_decrypt_error``) and :class:`dap.codec.DecodeError` if the plaintext is not a
+    valid ``PlaintextInputShare`` (report error ``invalid_message``, Section 4.5.3.4).
+
+    AMBIGUITY: Section 4.5.3.3 says an unrecognized HPKE config ID is also
+    ``hpke_decrypt_error``, although ``ReportError`` has ``hpke_unknown_config_id(4)``
+    (and the Leader's upload uses ``outdated_config``). The error message of the
+    :class:`HpkeError` says which case it was; the caller picks the code."""
+    return PlaintextInputShare.decode(
+        open_input_share_bytes(keypair, server_role, aad, ciphertext, profile=profile))
 
 
 def input_share_aad(
@@ -228,6 +246,7 @@ class CollectionResult:
     report_count: int
     interval: Interval
     aggregate_result: Any
+    batch_id: bytes | None = None   # DAP-18 does not tell the Collector its batch ID
 
 
 def collect_result(

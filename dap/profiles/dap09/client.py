@@ -1,6 +1,6 @@
 """DAP-09 Client, Aggregator-share and Collector computations, as pure functions.
 
-The DAP-09 counterpart of :mod:`dap.client_core`, for a :class:`dap.task09.Task09`:
+The DAP-09 counterpart of :mod:`dap.profiles.dap18.client`, for a :class:`dap.profiles.dap09.task.Task09`:
 
 * HPKE with DAP-09's info strings (from the profile) and associated data
   (Sections 4.4.2, 4.5.1.3, 4.6.4): :func:`seal_input_share`, :func:`open_input_share`,
@@ -28,7 +28,8 @@ from typing import Any
 from dap import hpke
 from dap.codec import DecodeError
 from dap.hpke import HpkeError, HpkeKeypair
-from dap.messages09 import (
+from dap.profiles.base import Profile
+from dap.profiles.dap09.messages import (
     AggregateShareAad,
     BatchSelector,
     Collection,
@@ -47,8 +48,7 @@ from dap.messages09 import (
     Role,
     has_duplicate_extension_types,
 )
-from dap.profile import DAP_09, Profile
-from dap.task09 import Task09, vdaf_parameters_of
+from dap.profiles.dap09.task import Task09, vdaf_parameters_of
 
 # ---------------------------------------------------------------------------------------
 # HPKE with DAP-09 info strings and AADs
@@ -61,7 +61,7 @@ def seal_input_share(
     aad: InputShareAad,
     plaintext: PlaintextInputShare,
     *,
-    profile: Profile = DAP_09,
+    profile: Profile,
     ephemeral_ikm: bytes | None = None,
 ) -> HpkeCiphertext:
     """Section 4.4.2::
@@ -79,7 +79,7 @@ def open_input_share(
     aad: InputShareAad,
     ciphertext: HpkeCiphertext,
     *,
-    profile: Profile = DAP_09,
+    profile: Profile,
 ) -> PlaintextInputShare:
     """Section 4.5.1.3. Raises :class:`dap.hpke.HpkeError` if decryption fails
     (``hpke_decrypt_error``) and :class:`dap.codec.DecodeError` if the plaintext is not a
@@ -94,7 +94,7 @@ def seal_aggregate_share(
     aad: AggregateShareAad,
     agg_share: bytes,
     *,
-    profile: Profile = DAP_09,
+    profile: Profile,
     ephemeral_ikm: bytes | None = None,
 ) -> HpkeCiphertext:
     """Section 4.6.4::
@@ -112,7 +112,7 @@ def open_aggregate_share(
     aad: AggregateShareAad,
     ciphertext: HpkeCiphertext,
     *,
-    profile: Profile = DAP_09,
+    profile: Profile,
 ) -> bytes:
     """Section 4.6.4, the Collector's side."""
     return hpke.open_aggregate_share(keypair, server_role, aad, ciphertext, profile=profile)
@@ -300,6 +300,12 @@ class CollectionResult09:
     interval: Interval
     batch_selector: BatchSelector
     aggregate_result: Any
+
+    @property
+    def batch_id(self) -> bytes | None:
+        """The batch ID of a fixed_size collection, else None."""
+        bid = self.batch_selector.batch_id
+        return bytes(bid) if bid is not None else None
 
 
 def decrypt_aggregate_shares(

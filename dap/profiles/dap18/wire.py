@@ -1,0 +1,205 @@
+"""The protocol core's view of DAP-18's messages (:class:`dap.core.wire.Wire`).
+
+See :mod:`dap.core.wire` for what a wire does; the section numbers are
+draft-ietf-ppm-dap-18's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from dap.codec import DecodeError
+from dap.common import (
+    BatchMode,
+    HpkeCiphertext,
+    Interval,
+    ReportError,
+    Role,
+    VerifyRespType,
+)
+from dap.core.errors import DapProblem
+from dap.core.wire import (
+    CollReq,
+    ErrorTranslation,
+    InitItem,
+    InitReq,
+    Resp,
+    ShareReq,
+    Wire,
+    invalid_message,
+)
+from dap.hpke import HpkeKeypair
+from dap.profiles.dap18 import messages as m18
+from dap.profiles.dap18.client import encrypt_aggregate_share, input_share_aad, open_input_share
+from dap.profiles.dap18.messages import AggregationJobExtensionType
+
+# ---------------------------------------------------------------------------------------
+# DAP-18
+
+
+class Wire18(Wire):
+    # DAP-18 has every error of the core but the two DAP-19 added: a Helper of DAP-18
+    # fails the whole job for an unknown verification key (`invalidMessage`), and a report
+    # with an unsupported extension is `invalid_message` (Section 4.5.3.4).
+    errors = ErrorTranslation.by_name(m18.ReportError, substitutes={
+        ReportError.UNKNOWN_VERIFICATION_KEY_ID: "INVALID_MESSAGE",
+        ReportError.UNSUPPORTED_EXTENSION: "INVALID_MESSAGE",
+    })
+    report_cls = m18.Report
+    continue_req_cls = m18.AggregationJobContinueReq
+    continue_item_cls = m18.VerifyContinue
+    statuses = {"upload": 200, "collection_not_ready": 200, "aggregation_job_init": 201,
+                "aggregate_share": 201}
+    messages = {"upload": "UploadRequest", "collection": "CollectionJobResp"}
+
+    def upload_answer(self, task: Any, errors: Sequence[tuple[bytes, ReportError]]
+                      ) -> bytes | None:
+        """`UploadErrors` listing the refused reports (Section 4.4.2.2)."""
+        if not errors:
+            return None
+        return m18.UploadErrors(tuple(m18.ReportUploadStatus(m18.ReportID(rid), self.errors.encode(err))
+                                      for rid, err in errors)).encode()
+
+    def decode_upload(self, body: bytes) -> list[Any]:
+        return list(m18.UploadRequest.decode(body).reports)
+
+    def report_time(self, task: Any, metadata: Any) -> int:
+        return int(metadata.time)
+
+    def time_error(self, task: Any, metadata: Any, now: float, clock_skew: int,
+                   check_too_early: bool = True) -> ReportError | None:
+        t = int(metadata.time)
+        skew_units = -(-clock_skew // task.task.time_precision)
+        if check_too_early and t > task.now_time(now) + skew_units:
+            return ReportError.REPORT_TOO_EARLY
+        interval = task.task.task_interval
+        if interval is not None:
+            if t < int(interval.start):
+                return ReportError.TASK_NOT_STARTED
+            if t >= interval.end:
+                return ReportError.TASK_EXPIRED
+        return None
+
+    def public_extension_types(self, metadata: Any) -> list[int]:
+        return [int(e.extension_type) for e in metadata.public_extensions]
+
+    def open_input_share(self, task: Any, keypair: HpkeKeypair, role: Role, metadata: Any,
+                         public_share: bytes, ciphertext: HpkeCiphertext
+                         ) -> tuple[bytes, list[int]]:
+        aad = input_share_aad(task.task, metadata, public_share)
+        plaintext = open_input_share(keypair, role, aad, ciphertext, profile=task.profile)
+        return plaintext.payload, [int(e.extension_type) for e in plaintext.private_extensions]
+
+    def encode_init_req(self, task: Any, agg_param: bytes, batch_id: bytes | None,
+                        items: Sequence[tuple[Any, bytes]]) -> bytes:
+        extensions: tuple[m18.AggregationJobExtension, ...] = ()
+        if batch_id is not None:
+            extensions = (m18.AggregationJobExtension.leader_selected_batch_id(batch_id),)
+        inits = tuple(
+            m18.VerifyInit(m18.ReportShare(r.report_metadata, r.public_share,
+                                           r.helper_encrypted_input_share), outbound)
+            for r, outbound in items)
+        return m18.AggregationJobInitReq(0, agg_param, extensions, inits).encode()
+
+    def decode_init_req(self, task: Any, body: bytes) -> InitReq:
+        tid = task.task_id
+        try:
+            req = m18.AggregationJobInitReq.decode(body)
+        except DecodeError as exc:
+            raise invalid_message(task, exc) from None
+        unknown = [e.extension_type for e in req.extensions
+                   if e.extension_type != AggregationJobExtensionType.LEADER_SELECTED_BATCH_ID]
+        if unknown:
+            raise DapProblem("unsupportedExtension", "unknown aggregation job extension",
+                             task_id=tid, unsupported_extensions=unknown)
+        try:
+            batch_id = req.leader_selected_batch_id()
+        except DecodeError as exc:
+            raise DapProblem("invalidMessage", f"bad batch ID extension: {exc}",
+                             task_id=tid) from None
+        items = [InitItem(v.report_share.report_metadata,
+                          bytes(v.report_share.report_metadata.report_id),
+                          int(v.report_share.report_metadata.time),
+                          v.report_share.public_share, v.report_share.encrypted_input_share,
+                          v.payload) for v in req.verify_inits]
+        return InitReq(req.agg_param, bytes(batch_id) if batch_id is not None else None,
+                       req.verification_key_id, items)
+
+    def encode_job_resp(self, resps: Sequence[Resp]) -> bytes:
+        out = []
+        for r in resps:
+            if r.kind == VerifyRespType.CONTINUE:
+                out.append(m18.VerifyResp.continue_(r.report_id, r.payload or b""))
+            elif r.kind == VerifyRespType.FINISH:
+                out.append(m18.VerifyResp.finish(r.report_id))
+            else:
+                assert r.error is not None
+                out.append(m18.VerifyResp.reject(r.report_id, self.errors.encode(r.error)))
+        return m18.AggregationJobResp(tuple(out)).encode()
+
+    def decode_job_resp(self, body: bytes) -> list[Resp]:
+        resp = m18.AggregationJobResp.decode(body)
+        return [Resp(bytes(v.report_id), v.verify_resp_type, v.payload,
+                     self.errors.decode(v.report_error) if v.report_error is not None else None)
+                for v in resp.verify_resps]
+
+    def decode_collection_req(self, task: Any, body: bytes) -> CollReq:
+        try:
+            req = m18.CollectionJobReq.decode(body)
+        except DecodeError as exc:
+            # invalidExtension for unsorted extensions (Section 4.6.2), else invalidMessage.
+            raise invalid_message(task, exc, exc.problem_type) from None
+        if req.extensions:
+            raise DapProblem("unsupportedExtension", "unknown collection job extension",
+                             task_id=task.task_id,
+                             unsupported_extensions=[e.extension_type for e in req.extensions])
+        interval = req.query.batch_interval \
+            if req.query.batch_mode == BatchMode.TIME_INTERVAL else None
+        return CollReq(req.agg_param, req.query.batch_mode, interval, None, req)
+
+    def encode_share_req(self, task: Any, coll: CollReq, interval: Interval | None,
+                         batch_id: bytes | None, report_count: int, checksum: bytes) -> bytes:
+        selector = m18.BatchSelector.time_interval(interval) if interval is not None \
+            else m18.BatchSelector.leader_selected(batch_id or b"")
+        return m18.AggregateShareReq(coll.cjr, selector, report_count, checksum).encode()
+
+    def decode_share_req(self, task: Any, body: bytes) -> ShareReq:
+        try:
+            req = m18.AggregateShareReq.decode(body)
+        except DecodeError as exc:
+            raise invalid_message(task, exc, exc.problem_type) from None
+        cjr = req.collection_job_req
+        if req.batch_selector.batch_mode != cjr.query.batch_mode:
+            raise DapProblem("invalidMessage", "batch selector and query differ in batch mode",
+                             task_id=task.task_id)
+        if cjr.extensions:
+            raise DapProblem("unsupportedExtension", "unknown collection job extension",
+                             task_id=task.task_id,
+                             unsupported_extensions=[e.extension_type for e in cjr.extensions])
+        time_interval = cjr.query.batch_mode == BatchMode.TIME_INTERVAL
+        coll = CollReq(cjr.agg_param, cjr.query.batch_mode,
+                       cjr.query.batch_interval if time_interval else None, None, cjr)
+        sel = req.batch_selector
+        return ShareReq(coll, sel.batch_interval if time_interval else None,
+                        None if time_interval else bytes(sel.batch_id),
+                        req.report_count, bytes(req.checksum))
+
+    def encrypt_agg_share(self, task: Any, role: Role, coll: CollReq,
+                          interval: Interval | None, batch_id: bytes | None,
+                          encoded: bytes) -> HpkeCiphertext:
+        return encrypt_aggregate_share(task.task, task.collector_hpke_config, role, coll.cjr,
+                                       encoded)
+
+    def encode_agg_share(self, ciphertext: HpkeCiphertext) -> bytes:
+        return m18.AggregateShare(ciphertext).encode()
+
+    def decode_agg_share(self, body: bytes) -> HpkeCiphertext:
+        return m18.AggregateShare.decode(body).encrypted_aggregate_share
+
+    def encode_collection(self, task: Any, coll: CollReq, batch_id: bytes | None,
+                          report_count: int, interval: Interval, leader: HpkeCiphertext,
+                          helper: HpkeCiphertext) -> bytes:
+        return m18.CollectionJobResp(report_count, interval, leader, helper).encode()
+
+
