@@ -310,8 +310,9 @@ def build(name: str, params: Mapping[str, Any] | None = None,
     try:
         return make(count, **values)
     except (ValueError, TypeError) as exc:
-        args = ", ".join(f"{k}={values[k]}" for k in takes)
-        raise RegistryError(f"invalid {name}({args}): {exc}") from None
+        args = ", ".join(f"{k} {values[k]}" for k in takes)
+        what = f"{name} parameters ({args})" if takes else name
+        raise RegistryError(f"invalid {what}: {exc}") from None
 
 
 # ---------------------------------------------------------------------------------------
