@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import math
 import re
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -385,3 +388,32 @@ def test_property_non_positive_values_name_the_parameter(name: str, value: int,
         with pytest.raises(RegistryError, match=re.escape(f"{name} needs {key} >= 1, got "
                                                           f"{value}")):
             registry.build(name, params)
+
+
+# -- the registry and its neighbours ---------------------------------------------------------
+
+
+def test_registry_imports_only_vdaf() -> None:
+    """The registry sits in the bottom layer: importing it loads no dap, interop, ppm or
+    dp_policy module."""
+    code = ("import sys, vdaf.registry; print(sorted({m.split('.')[0] for m in sys.modules "
+            "if m.split('.')[0] in ('dap', 'interop', 'ppm', 'dp_policy')}))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True, cwd=Path(__file__).resolve().parent.parent)
+    assert out.stdout.strip() == "[]"
+
+
+def test_registry_agrees_with_the_dap_profiles() -> None:
+    """dap/profile.py still has its own VDAF tables; until they are derived from the
+    registry, they must say the same."""
+    from dap.profile import DAP_09, DAP_18
+
+    for dap_profile in (DAP_18, DAP_09):
+        version = registry.version_for_draft(dap_profile.vdaf_draft)
+        for name, code in dap_profile.vdaf_types.items():
+            assert registry.codepoint(name, version) == code
+            assert registry.from_codepoint(code, version) == name
+        for name in dap_profile.vdaf_classes:
+            assert name in registry.names(version)
+            assert dap_profile.vdaf_class(name).NAME == name
+        assert set(registry.names(version)) == set(dap_profile.vdaf_classes)
