@@ -30,6 +30,7 @@ import asyncio
 import json
 import math
 import os
+import re
 import sys
 import time
 from collections.abc import Callable
@@ -38,8 +39,10 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urljoin, urlsplit
 
-VDAF_NAMES = ("Prio3Count", "Prio3Sum", "Prio3SumVec", "Prio3Histogram",
-              "Prio3MultihotCountVec")
+from vdaf import registry
+
+# The VDAFs of `--vdaf` (VDAF-18's; a dap-09 task takes those of them VDAF-08 has).
+VDAF_NAMES = registry.names()
 BATCH_MODES = ("time-interval", "leader-selected")
 DEFAULT_DELTA = 1e-9
 DEFAULT_FP = 1e-9
@@ -109,101 +112,35 @@ def batch_mode_of(name: str) -> Any:
     return BatchMode.TIME_INTERVAL if name == "time-interval" else BatchMode.LEADER_SELECTED
 
 
-def default_chunk_length(name: str, length: int = 0, max_measurement: int = 0,
-                         max_weight: int = 0) -> int:
-    """About the square root of the encoded measurement length, as the VDAF draft
-    recommends for the ParallelSum gadget."""
-    if name == "Prio3SumVec":
-        return max(1, math.isqrt(length * max(1, max_measurement.bit_length())))
-    if name == "Prio3MultihotCountVec":
-        return max(1, math.isqrt(length + max(1, max_weight.bit_length())))
-    return max(1, math.isqrt(length))
+# A registry parameter -> its `ppm task create` option, for the registry's messages.
+VDAF_OPTIONS = {"length": "--length", "max_measurement": "--max-measurement", "bits": "--bits",
+                "max_weight": "--max-weight", "chunk_length": "--chunk-length"}
+_PARAMETER_WORD = re.compile(r"\b(" + "|".join(VDAF_OPTIONS) + r")\b")
+
+
+def vdaf_usage_error(exc: registry.RegistryError) -> CliError:
+    """A registry error as a usage error, in the option names (`needs --length`)."""
+    return usage_error(_PARAMETER_WORD.sub(lambda m: VDAF_OPTIONS[m.group(1)], str(exc)))
 
 
 def build_vdaf(name: str, *, length: int | None = None, max_measurement: int | None = None,
                max_weight: int | None = None, chunk_length: int | None = None,
                profile: str = "dap-18", bits: int | None = None) -> Any:
-    """The two-share Prio3 VDAF `name` with these parameters (of VDAF-08 for a dap-09
-    task: Sum and SumVec take `bits`, or a `max_measurement` of 2^bits - 1). Raises
-    CliError (usage) when a parameter is missing or invalid."""
-    from vdaf import prio3
-
-    if profile == "dap-09":
-        return _build_vdaf08(name, length, max_measurement, bits, chunk_length)
-
-    def need(value: int | None, option: str) -> int:
-        if value is None:
-            raise usage_error(f"{name} needs {option}")
-        if value < 1:
-            raise usage_error(f"{option} must be at least 1, got {value}")
-        return value
-
-    try:
-        if name == "Prio3Count":
-            return prio3.Prio3Count(2)
-        if name == "Prio3Sum":
-            return prio3.Prio3Sum(2, need(max_measurement, "--max-measurement"))
-        if name == "Prio3SumVec":
-            n, m = need(length, "--length"), need(max_measurement, "--max-measurement")
-            c = chunk_length or default_chunk_length(name, n, max_measurement=m)
-            return prio3.Prio3SumVec(2, n, m, need(c, "--chunk-length"))
-        if name == "Prio3Histogram":
-            n = need(length, "--length")
-            c = chunk_length or default_chunk_length(name, n)
-            return prio3.Prio3Histogram(2, n, need(c, "--chunk-length"))
-        if name == "Prio3MultihotCountVec":
-            n, w = need(length, "--length"), need(max_weight, "--max-weight")
-            c = chunk_length or default_chunk_length(name, n, max_weight=w)
-            return prio3.Prio3MultihotCountVec(2, n, w, need(c, "--chunk-length"))
-    except (ValueError, TypeError) as exc:
-        raise usage_error(f"invalid {name} parameters: {exc}") from None
-    raise usage_error(f"unknown VDAF {name!r}; choose from {', '.join(VDAF_NAMES)}")
-
-
-def _build_vdaf08(name: str, length: int | None, max_measurement: int | None,
-                  bits: int | None, chunk_length: int | None) -> Any:
+    """The two-share VDAF `name` of the VDAF version the DAP profile runs (VDAF-08 for
+    dap-09: Sum and SumVec take `bits`, or a `max_measurement` of 2^bits - 1), built by
+    `vdaf.registry` (absent chunk_length: its default). Raises CliError (usage) naming
+    the option when a parameter is missing, invalid or not one the VDAF takes."""
     from dap.profiles import ProfileError, get_profile
 
-    DAP_09 = get_profile("dap-09")
-
-    if bits is None and max_measurement is not None:
-        if max_measurement + 1 != 1 << max_measurement.bit_length():
-            raise usage_error(f"VDAF-08 {name} takes a bit width: --bits, or a "
-                              f"--max-measurement of 2^bits - 1 (not {max_measurement})")
-        bits = max_measurement.bit_length()
+    params = {"length": length, "max_measurement": max_measurement, "bits": bits,
+              "max_weight": max_weight, "chunk_length": chunk_length}
     try:
-        cls = DAP_09.vdaf_class(name)
-    except ProfileError:
-        raise usage_error(f"{name} is not a VDAF of dap-09 (VDAF-08): choose from "
-                          f"Prio3Count, Prio3Sum, Prio3SumVec, Prio3Histogram") from None
-    try:
-        if name == "Prio3Count":
-            return cls(2)
-        if name == "Prio3Sum":
-            if bits is None:
-                raise usage_error("Prio3Sum (dap-09) needs --bits")
-            return cls(2, bits)
-        if length is None:
-            raise usage_error(f"{name} needs --length")
-        if name == "Prio3SumVec":
-            if bits is None:
-                raise usage_error("Prio3SumVec (dap-09) needs --bits")
-            c = chunk_length or default_chunk_length(name, length, (1 << bits) - 1)
-            return cls(2, length, bits, c)
-        return cls(2, length, chunk_length or default_chunk_length(name, length))
-    except (ValueError, TypeError) as exc:
-        raise usage_error(f"invalid {name} parameters: {exc}") from None
-
-
-def describe_vdaf(vdaf: Any) -> str:
-    """`Prio3Histogram(length=10, chunk_length=3)`."""
-    params = [f"{k}={getattr(vdaf, k)}" for k in ("length", "max_measurement", "bits",
-                                                   "max_weight", "max_count", "chunk_length")
-              if hasattr(vdaf, k)]
-    name = getattr(vdaf, "NAME", type(vdaf).__name__)
-    draft = getattr(getattr(vdaf, "PROFILE", None), "name", None)
-    suffix = f" [{draft}]" if draft == "vdaf-08" else ""
-    return f"{name}({', '.join(params)}){suffix}"
+        version = registry.version_for_draft(get_profile(profile).vdaf_draft)
+        return registry.build(name, params, version)
+    except ProfileError as exc:
+        raise usage_error(str(exc)) from None
+    except registry.RegistryError as exc:
+        raise vdaf_usage_error(exc) from None
 
 
 def policy_spec(name: str | None, *, epsilon: float | None = None,
@@ -275,23 +212,23 @@ def parse_measurement(text: str, vdaf: Any, policy: Any = None) -> Any:
     Sum, Histogram bucket index, and the bucket index for a client-randomized
     multi-hot histogram) or a JSON list (SumVec; MultihotCountVec as 0/1 or booleans).
     Raises CliError (usage) with what was expected."""
-    name = getattr(vdaf, "NAME", type(vdaf).__name__)
+    name = registry.name_of(vdaf)
+    params = registry.parameters_of(vdaf)
     rappor = policy is not None and hasattr(policy, "rappor")
-    top = getattr(vdaf, "max_measurement", None)
-    if top is None and hasattr(vdaf, "bits"):
-        top = (1 << vdaf.bits) - 1  # VDAF-08 Sum, SumVec
+    top = params.get("max_measurement")
+    if top is None and "bits" in params:
+        top = (1 << params["bits"]) - 1  # VDAF-08 Sum, SumVec
     expected = {
         "Prio3Count": "0 or 1",
         "Prio3Sum": f"an integer in [0, {top}]",
-        "Prio3Histogram": f"a bucket index in [0, {getattr(vdaf, 'length', 0)})",
-        "Prio3SumVec": f"a JSON list of {getattr(vdaf, 'length', 0)} integers in "
-                       f"[0, {top}]",
+        "Prio3Histogram": f"a bucket index in [0, {params.get('length')})",
+        "Prio3SumVec": f"a JSON list of {params.get('length')} integers in [0, {top}]",
         "Prio3MultihotCountVec": (
-            f"a bucket index in [0, {getattr(vdaf, 'length', 0)})" if rappor else
-            f"a JSON list of {getattr(vdaf, 'length', 0)} bits (0/1 or true/false) with at "
-            f"most {getattr(vdaf, 'max_weight', 0)} ones"),
+            f"a bucket index in [0, {params.get('length')})" if rappor else
+            f"a JSON list of {params.get('length')} bits (0/1 or true/false) with at "
+            f"most {params.get('max_weight')} ones"),
     }.get(name, "a measurement")
-    bad = usage_error(f"bad measurement {text!r} for {describe_vdaf(vdaf)}: expected "
+    bad = usage_error(f"bad measurement {text!r} for {registry.describe(vdaf)}: expected "
                       f"{expected}")
     try:
         value = json.loads(text)
@@ -301,7 +238,7 @@ def parse_measurement(text: str, vdaf: Any, policy: Any = None) -> Any:
         value = int(value)
     if rappor:
         if not (isinstance(value, int) and not isinstance(value, bool)
-                and 0 <= value < vdaf.length):
+                and 0 <= value < params["length"]):
             raise bad
         return value
     if name == "Prio3MultihotCountVec":
@@ -675,7 +612,7 @@ def _cmd_task_create(args: argparse.Namespace) -> int:
     task_id = b64(bytes(pt.task.task_id))
     if args.json:
         obj: dict[str, Any] = {
-            "ok": True, "task_id": task_id, "vdaf": describe_vdaf(vdaf),
+            "ok": True, "task_id": task_id, "vdaf": registry.describe(vdaf),
             "dp_policy": spec, "batch_mode": args.batch_mode,
             "leader_url": leader_url, "helper_url": helper_url, "files": files}
         if not files:
@@ -684,7 +621,7 @@ def _cmd_task_create(args: argparse.Namespace) -> int:
         emit_json(obj)
         return 0
     print(f"task {task_id}")
-    print(f"  VDAF        {describe_vdaf(vdaf)}")
+    print(f"  VDAF        {registry.describe(vdaf)}")
     print(f"  DP policy   {describe_policy(spec)}")
     print(f"  batch mode  {args.batch_mode}, min_batch_size {args.min_batch_size}, "
           f"time_precision {args.time_precision} s")
@@ -980,5 +917,5 @@ def register(subparsers: Any) -> None:
     demo.register(subparsers)
 
 
-__all__ = ["register", "serve", "build_vdaf", "policy_spec", "parse_measurement",
-           "CliError"]
+__all__ = ["register", "serve", "build_vdaf", "vdaf_usage_error", "policy_spec",
+           "parse_measurement", "CliError"]

@@ -43,7 +43,6 @@ from dap.cli_ops import (
     build_vdaf,
     check_policy,
     describe_policy,
-    describe_vdaf,
     emit_json,
     format_duration,
     interval_json,
@@ -56,6 +55,7 @@ from dap.cli_ops import (
     usage_error,
     vdaf_name_arg,
 )
+from vdaf import registry
 
 DEFAULT_POLICY = {
     "Prio3Histogram": "HistogramWithAggregatorRandomization",
@@ -146,17 +146,18 @@ def bucket_weights(length: int) -> list[float]:
 def simulate(vdaf: Any, policy: Any, n: int, rng: random.Random) -> tuple[list[Any], Any]:
     """n measurements for the VDAF (or, for client randomization, the bucket indices the
     policy randomizes) and their true aggregate."""
-    name = type(vdaf).__name__
+    name = registry.name_of(vdaf)
+    params = registry.parameters_of(vdaf)
     if name == "Prio3Count":
         ms: list[Any] = [int(rng.random() < 0.3) for _ in range(n)]
         return ms, sum(ms)
     if name == "Prio3Sum":
-        top = vdaf.max_measurement
+        top = params["max_measurement"]
         ms = [min(top, int(rng.triangular(0, top, top * 0.2))) for _ in range(n)]
         return ms, sum(ms)
-    length = vdaf.length
+    length = params["length"]
     if name == "Prio3SumVec":
-        top = vdaf.max_measurement
+        top = params["max_measurement"]
         probs = [0.8 / (i + 1) for i in range(length)]
         vecs = [[sum(rng.random() < p for _ in range(top)) for p in probs] for _ in range(n)]
         return vecs, [sum(v[i] for v in vecs) for i in range(length)]
@@ -170,7 +171,7 @@ def simulate(vdaf: Any, policy: Any, n: int, rng: random.Random) -> tuple[list[A
     if name == "Prio3MultihotCountVec":
         sets = []
         for _ in range(n):
-            k = rng.randint(1, min(vdaf.max_weight, length))
+            k = rng.randint(1, min(params["max_weight"], length))
             chosen: set[int] = set()
             while len(chosen) < k:
                 chosen.add(rng.choices(range(length), weights=weights)[0])
@@ -326,7 +327,7 @@ async def run_demo(settings: DemoSettings, status: Status, progress: Progress
                 with states[role].datastore.transaction() as tx:
                     tx.put_task(record)
                 states[role].tasks.invalidate(record.task_id)
-            status(f"task    {b64(bytes(pt.task.task_id))}: {describe_vdaf(vdaf)}, "
+            status(f"task    {b64(bytes(pt.task.task_id))}: {registry.describe(vdaf)}, "
                    f"DP policy {describe_policy(spec)}")
             t_ready = time.monotonic()
 
@@ -370,7 +371,7 @@ async def run_demo(settings: DemoSettings, status: Status, progress: Progress
         err["expected_std"] = std
     return {
         "ok": True,
-        "vdaf": type(vdaf).__name__, "vdaf_description": describe_vdaf(vdaf),
+        "vdaf": registry.name_of(vdaf), "vdaf_description": registry.describe(vdaf),
         "dp_policy": spec, "batch_mode": settings.batch_mode,
         "reports": n, "report_count": collection.report_count,
         "interval": interval_json(collection.interval, TIME_PRECISION),

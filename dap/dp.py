@@ -58,42 +58,46 @@ def policy_from_spec(spec: dict[str, Any], vdaf: Any) -> Any:
     """Build the policy object for the task's VDAF. Raises ValueError if the policy is
     unknown, its parameters are missing, or it does not fit the VDAF."""
     from dp_policy import policies
+    from vdaf import registry
 
     name = spec.get("policy")
-    # The registry name, so that a VDAF-08 task (dap-09) takes the same policies; the
-    # VDAF-08 MultiHotHistogram of the published vectors is VDAF 18's MultihotCountVec.
-    vdaf_name = getattr(vdaf, "NAME", type(vdaf).__name__)
+    # The registry name, so that a VDAF-08 task (dap-09) takes the same policies. For the
+    # policies, the test-only VDAF-08 MultiHotHistogram (bit vectors of at most max_count
+    # ones) is VDAF-18's MultihotCountVec (at most max_weight ones).
+    vdaf_name = registry.name_of(vdaf)
     vdaf_name = {"Prio3MultiHotHistogram": "Prio3MultihotCountVec"}.get(vdaf_name, vdaf_name)
+    params = registry.parameters_of(vdaf)
+    length = params.get("length", 0)
     shares = vdaf.SHARES
     # VDAF-08 gives SumVec a bit width and MultiHotHistogram a max_count.
-    max_measurement: int = getattr(vdaf, "max_measurement", 0)
-    if not max_measurement and hasattr(vdaf, "bits"):
-        max_measurement = (1 << vdaf.bits) - 1
-    max_weight = getattr(vdaf, "max_weight", getattr(vdaf, "max_count", None))
+    max_measurement = params.get("max_measurement", 0)
+    if "bits" in params:
+        max_measurement = (1 << params["bits"]) - 1
+    max_weight = params.get("max_weight", params.get("max_count"))
     try:
         if name == "HistogramWithAggregatorRandomization":
             _need(vdaf_name, "Prio3Histogram", name)
             return policies.HistogramWithAggregatorRandomization(
-                float(spec["epsilon"]), float(spec["delta"]), vdaf.length, shares=shares)
+                float(spec["epsilon"]), float(spec["delta"]), length, shares=shares)
         if name == "HistogramWithAggregatorLaplace":
             _need(vdaf_name, "Prio3Histogram", name)
-            return policies.HistogramWithAggregatorLaplace(float(spec["epsilon"]), vdaf.length,
+            return policies.HistogramWithAggregatorLaplace(float(spec["epsilon"]), length,
                                                            shares=shares)
         if name == "SumVecWithAggregatorRandomization":
             _need(vdaf_name, "Prio3SumVec", name)
             return policies.SumVecWithAggregatorRandomization(
-                float(spec["epsilon"]), float(spec["delta"]), vdaf.length,
+                float(spec["epsilon"]), float(spec["delta"]), length,
                 max_measurement, shares=shares)
         if name == "SumVecWithAggregatorLaplace":
             _need(vdaf_name, "Prio3SumVec", name)
-            return policies.SumVecWithAggregatorLaplace(float(spec["epsilon"]), vdaf.length,
+            return policies.SumVecWithAggregatorLaplace(float(spec["epsilon"]), length,
                                                         max_measurement, shares=shares)
         if name == "MultiHotHistogramWithClientRandomization":
             _need(vdaf_name, "Prio3MultihotCountVec", name)
             policy = policies.MultiHotHistogramWithClientRandomization(
-                spec["eps0"], vdaf.length, float(spec["fp"]))
+                spec["eps0"], length, float(spec["fp"]))
             if policy.max_weight != max_weight:
-                raise ValueError(f"{name}(eps0={spec['eps0']}, length={vdaf.length}, "
+                raise ValueError(f"{name}(eps0={spec['eps0']}, length={length}, "
                                  f"fp={spec['fp']}) needs max_weight {policy.max_weight}, the "
                                  f"task's VDAF has {max_weight}")
             return policy

@@ -110,11 +110,6 @@ def to_signed(values: Sequence[int], modulus: int) -> list[int]:
     return [v - modulus if v > half else v for v in values]
 
 
-def _chunk_length(length: int) -> int:
-    """The chunk length the VDAF draft recommends (about sqrt of the encoded length)."""
-    return max(1, math.isqrt(length))
-
-
 # ---------------------------------------------------------------------------------------
 # Client randomization: symmetric RAPPOR over Prio3MultihotCountVec (draft Section 6.1.1)
 # ---------------------------------------------------------------------------------------
@@ -144,16 +139,17 @@ class MultiHotHistogramWithClientRandomization(
     def __init__(self, eps0: float | str | Fraction, length: int, fp: float,
                  shares: int = 2, chunk_length: int | None = None,
                  rng: Rng | None = None) -> None:
-        from vdaf.prio3 import Prio3MultihotCountVec
+        from vdaf import registry
 
         self.rappor = SymmetricRappor(eps0, rng)
         self.eps0 = self.rappor.eps0
         self.length = length
         self.fp = fp
         self.max_weight = accounting.rappor_max_weight(length, self.eps0, fp)
-        self.vdaf = Prio3MultihotCountVec(
-            shares, length, self.max_weight,
-            chunk_length or _chunk_length(length + self.max_weight.bit_length()))
+        self.vdaf = registry.build(
+            "Prio3MultihotCountVec",
+            {"length": length, "max_weight": self.max_weight, "chunk_length": chunk_length},
+            shares=shares)
         self.modulus = self.vdaf.field.MODULUS
 
     def _one_hot(self, meas: Any) -> list[int]:
@@ -221,12 +217,14 @@ class _AggregatorNoisePolicy(DpPolicy[Any, list[int], list[int], list[int]]):
         """The draft's policy is independent of the histogram length (its constructor
         takes only epsilon and delta): with a length, build the matching
         `Prio3Histogram` as `self.vdaf`; without, only its field (Field128)."""
+        from vdaf import registry
         from vdaf.field import Field128
-        from vdaf.prio3 import Prio3Histogram
 
         self.vdaf: Any = None
         if length is not None:
-            self.vdaf = Prio3Histogram(shares, length, chunk_length or _chunk_length(length))
+            self.vdaf = registry.build(
+                "Prio3Histogram", {"length": length, "chunk_length": chunk_length},
+                shares=shares)
         self.modulus = Field128.MODULUS
 
     def precompute_noise(self, dimension: int) -> None:
@@ -309,7 +307,7 @@ class SumVecWithAggregatorRandomization(_AggregatorNoisePolicy):
     def __init__(self, epsilon: float, delta: float, length: int, max_measurement: int,
                  shares: int = 2, chunk_length: int | None = None,
                  rng: Rng | None = None) -> None:
-        from vdaf.prio3 import Prio3SumVec
+        from vdaf import registry
 
         self.epsilon, self.delta = epsilon, delta
         self.length, self.max_measurement = length, max_measurement
@@ -323,9 +321,9 @@ class SumVecWithAggregatorRandomization(_AggregatorNoisePolicy):
         self.sigma_exact = calibration.rational_at_least(sigma)
         self.sigma = float(self.sigma_exact)
         self.mechanism = DiscreteGaussian(self.sigma_exact, rng)
-        bits = max(1, max_measurement.bit_length())
-        self.vdaf = Prio3SumVec(shares, length, max_measurement,
-                                chunk_length or _chunk_length(length * bits))
+        self.vdaf = registry.build(
+            "Prio3SumVec", {"length": length, "max_measurement": max_measurement,
+                            "chunk_length": chunk_length}, shares=shares)
         self.modulus = self.vdaf.field.MODULUS
         self._init_pool()
 
@@ -382,13 +380,13 @@ class SumVecWithAggregatorLaplace(_LaplacePolicy):
 
     def __init__(self, epsilon: float, length: int, max_measurement: int, shares: int = 2,
                  chunk_length: int | None = None, rng: Rng | None = None) -> None:
-        from vdaf.prio3 import Prio3SumVec
+        from vdaf import registry
 
         self.epsilon, self.length, self.max_measurement = epsilon, length, max_measurement
         self.l1_sensitivity = length * max_measurement
-        bits = max(1, max_measurement.bit_length())
-        self.vdaf = Prio3SumVec(shares, length, max_measurement,
-                                chunk_length or _chunk_length(length * bits))
+        self.vdaf = registry.build(
+            "Prio3SumVec", {"length": length, "max_measurement": max_measurement,
+                            "chunk_length": chunk_length}, shares=shares)
         self.modulus = self.vdaf.field.MODULUS
         self._make_mechanism(rng)
 

@@ -310,3 +310,40 @@ def test_parse_measurement_per_vdaf() -> None:
                                                  "10")):
         with pytest.raises(CliError, match="bad measurement"):
             parse_measurement(text, vdaf)
+
+
+@pytest.mark.parametrize(("kwargs", "message"), [
+    ({"vdaf": "Prio3SumVec", "max_measurement": 3}, "Prio3SumVec needs --length"),
+    ({"vdaf": "Prio3Histogram", "length": 0}, "Prio3Histogram needs --length >= 1, got 0"),
+    ({"vdaf": "Prio3Histogram", "length": 4, "chunk_length": 0},
+     "Prio3Histogram needs --chunk-length >= 1, got 0"),
+    ({"vdaf": "Prio3Histogram", "length": 4, "max_weight": 2},
+     "Prio3Histogram takes no parameter '--max-weight' (its parameters are --length, "
+     "--chunk-length)"),
+    ({"vdaf": "Prio3MultihotCountVec", "length": 2, "max_weight": 3},
+     "invalid Prio3MultihotCountVec parameters (--length 2, --max-weight 3, --chunk-length "
+     "2)"),
+    ({"vdaf": "Prio3Sum", "bits": 3}, "Prio3Sum of VDAF-18 takes --max-measurement, not --bits"),
+    ({"vdaf": "Prio3Sum", "max_measurement": 10, "profile": "dap-09"},
+     "Prio3Sum of VDAF-08 takes --bits b, or a --max-measurement of 2^b - 1; 10 is not"),
+    ({"vdaf": "Prio3Sum", "profile": "dap-09"}, "Prio3Sum of VDAF-08 needs --bits"),
+    ({"vdaf": "Prio3MultihotCountVec", "length": 4, "max_weight": 2, "profile": "dap-09"},
+     "Prio3MultihotCountVec is not a VDAF of draft-irtf-cfrg-vdaf-08 (VDAF-08); it first "
+     "appears in VDAF-10"),
+    ({"vdaf": "Prio3Count", "profile": "dap-99"}, "unknown DAP profile 'dap-99'"),
+])
+def test_build_vdaf_errors_name_the_options(kwargs: dict[str, Any], message: str) -> None:
+    name = kwargs.pop("vdaf")
+    with pytest.raises(CliError) as info:
+        build_vdaf(name, **kwargs)
+    assert info.value.code == 2 and message in str(info.value)
+
+
+def test_build_vdaf_by_profile() -> None:
+    from vdaf import registry
+
+    vdaf = build_vdaf("Prio3SumVec", length=10, max_measurement=255)
+    assert registry.describe(vdaf) == "Prio3SumVec(length=10, max_measurement=255, chunk_length=8)"
+    vdaf = build_vdaf("Prio3SumVec", length=10, max_measurement=255, profile="dap-09")
+    assert registry.describe(vdaf) == "Prio3SumVec(length=10, bits=8, chunk_length=8) [vdaf-08]"
+    assert registry.version_of(build_vdaf("Prio3Count", profile="dap-09")) == "08"

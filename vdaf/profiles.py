@@ -15,7 +15,9 @@ algorithm. The code asks the profile; it does not test version numbers:
     sharding        Prio3's layout of `rand` and of the Helpers' input shares
     flp             the FLP class: FlpBBCGGI19 (gadget polynomial values, draft-20) or
                     FlpGeneric (coefficients, VDAF-08)
-    codepoints      the VDAF IDs of the Prio3 variants (and the test-only ones)
+    codepoints      the VDAF IDs of the version's registry (Section 10 of its draft):
+                    the Prio3 variants, Poplar1 (registered, not implemented here)
+                    and the test-only variants (private-use ID)
 
 The validity circuits differ between the versions as well (VDAF-08's Sum takes `bits`,
 its range checks use one joint randomness element for all chunks); those are separate
@@ -136,12 +138,14 @@ VDAF_18 = VdafProfile(
     binds_ctx=True,
     sharding=Prio3Sharding(helper_seeds=1),
     flp=FlpBBCGGI19,
+    # Section 10 ("IANA Considerations") of draft-20.
     codepoints={
         "Prio3Count": 0x00000001,
         "Prio3Sum": 0x00000002,
         "Prio3SumVec": 0x00000003,
         "Prio3Histogram": 0x00000004,
         "Prio3MultihotCountVec": 0x00000005,
+        "Poplar1": 0x00000006,
         "Prio3SumVecWithMultiproof": TEST_ONLY_ID,
         "Prio3HigherDegree": TEST_ONLY_ID,
     },
@@ -162,6 +166,7 @@ VDAF_08 = VdafProfile(
         "Prio3Sum": 0x00000001,
         "Prio3SumVec": 0x00000002,
         "Prio3Histogram": 0x00000003,
+        "Poplar1": 0x00001000,
         # Test-only variants of the published VDAF-08 vectors (not in the draft text).
         "Prio3SumVecWithMultiproof": TEST_ONLY_ID,
         "Prio3MultiHotHistogram": TEST_ONLY_ID,

@@ -19,7 +19,6 @@ profile's package.
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -27,6 +26,7 @@ from typing import Any
 
 from dap.codec import Struct
 from dap.common import Role, _Id
+from vdaf import registry
 
 
 class ProfileError(ValueError):
@@ -61,10 +61,6 @@ class Profile:
     requests: Mapping[str, tuple[str, str]]
     problem_type_prefix: str
     problem_types: frozenset[str]
-    # VDAF name -> ``VdafType`` codepoint in ``TaskConfiguration``.
-    vdaf_types: Mapping[str, int]
-    # VDAF name -> "module:Class" of its implementation for this profile's VDAF draft.
-    vdaf_classes: Mapping[str, str]
     # (kem_id, kdf_id, aead_id) every compliant implementation supports.
     mandatory_hpke_suite: tuple[int, int, int]
     # HTTP request authentication: header name and the prefix of its value before the
@@ -193,13 +189,27 @@ class Profile:
         return token or None
 
     # -- VDAFs --------------------------------------------------------------------------
+    @property
+    def vdaf_version(self) -> str:
+        """The VDAF wire version this draft runs (``vdaf.registry``: "18" or "08")."""
+        return registry.version_for_draft(self.vdaf_draft)
+
+    @property
+    def vdaf_types(self) -> Mapping[str, int]:
+        """VDAF name -> ``VdafType`` codepoint (the VDAF draft's identifiers, from
+        ``vdaf.registry``; DAP-09 carries none on the wire, its VDAFs bind them)."""
+        return registry.codepoints(self.vdaf_version)
+
     def vdaf_class(self, name: str) -> type[Any]:
         """The class implementing VDAF ``name`` for this profile's VDAF draft."""
         try:
-            module, cls = self.vdaf_classes[name].split(":")
-        except KeyError:
-            raise ProfileError(f"no VDAF {name!r} in {self.name}") from None
-        return getattr(importlib.import_module(module), cls)  # type: ignore[no-any-return]
+            return registry.vdaf_class(name, self.vdaf_version)
+        except registry.RegistryError as exc:
+            raise ProfileError(f"no VDAF {name!r} in {self.name}: {exc}") from None
+
+    def build_vdaf(self, name: str, params: Mapping[str, Any]) -> Any:
+        """The VDAF ``name`` with these parameters, in this profile's VDAF draft."""
+        return registry.build(name, params, self.vdaf_version, self.shares)
 
     def task_type(self) -> type[Any]:
         """The class holding this profile's task parameters."""

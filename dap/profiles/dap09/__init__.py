@@ -84,28 +84,6 @@ DAP_09 = Profile(
             "batchOverlap",
         }
     ),
-    # draft-irtf-cfrg-vdaf-08, Section 10 (codepoints). DAP-09 has no VdafType field on
-    # the wire (the task is configured out of band); these are the VDAF IDs Prio3 binds
-    # into its domain separation tags.
-    vdaf_types=_frozen(
-        {
-            "Prio3Count": 0x00000000,
-            "Prio3Sum": 0x00000001,
-            "Prio3SumVec": 0x00000002,
-            "Prio3Histogram": 0x00000003,
-            "Poplar1": 0x00001000,
-        }
-    ),
-    vdaf_classes=_frozen(
-        {
-            "Prio3Count": "vdaf.prio3:Prio3CountV08",
-            "Prio3Sum": "vdaf.prio3:Prio3SumV08",
-            "Prio3SumVec": "vdaf.prio3:Prio3SumVecV08",
-            "Prio3Histogram": "vdaf.prio3:Prio3HistogramV08",
-            # Test-only variant of the published VDAF-08 vectors (private-use ID).
-            "Prio3MultiHotHistogram": "vdaf.prio3:Prio3MultiHotHistogramV08",
-        }
-    ),
     # Section 6 (Compliance Requirements): the same suite as DAP-18.
     mandatory_hpke_suite=(0x0020, 0x0001, 0x0001),
     # Section 3.1 lists the DAP-Auth-Token header of draft-dcook-ppm-dap-interop-test-design

@@ -87,26 +87,6 @@ DAP_18 = Profile(
             "invalidExtension",
         }
     ),
-    # draft-irtf-cfrg-vdaf-20, Section 10 (VDAF Identifiers registry).
-    vdaf_types=_frozen(
-        {
-            "Prio3Count": 0x00000001,
-            "Prio3Sum": 0x00000002,
-            "Prio3SumVec": 0x00000003,
-            "Prio3Histogram": 0x00000004,
-            "Prio3MultihotCountVec": 0x00000005,
-            "Poplar1": 0x00000006,
-        }
-    ),
-    vdaf_classes=_frozen(
-        {
-            "Prio3Count": "vdaf.prio3:Prio3Count",
-            "Prio3Sum": "vdaf.prio3:Prio3Sum",
-            "Prio3SumVec": "vdaf.prio3:Prio3SumVec",
-            "Prio3Histogram": "vdaf.prio3:Prio3Histogram",
-            "Prio3MultihotCountVec": "vdaf.prio3:Prio3MultihotCountVec",
-        }
-    ),
     # Section 7 (Compliance Requirements): DHKEM(X25519, HKDF-SHA256), HKDF-SHA256,
     # AES-128-GCM.
     mandatory_hpke_suite=(0x0020, 0x0001, 0x0001),

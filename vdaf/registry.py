@@ -1,0 +1,380 @@
+"""The VDAF registry: the one place that builds a VDAF from (name, parameters, version).
+
+Names are the "Scheme" column of the VDAF Identifiers registry (draft-irtf-cfrg-vdaf-20
+Section 10; draft-irtf-cfrg-vdaf-08 Section 10): `Prio3Histogram`, not the class name.
+A version is a VDAF wire version as `vdaf.profiles` defines it:
+
+    "18"  draft-irtf-cfrg-vdaf-18..20 (VDAF-18): Prio3Count, Prio3Sum, Prio3SumVec,
+          Prio3Histogram, Prio3MultihotCountVec (Section 7.4); the classes `Prio3Count`, ...
+    "08"  draft-irtf-cfrg-vdaf-08 (VDAF-08): Prio3Count, Prio3Sum, Prio3SumVec,
+          Prio3Histogram (draft-08 Section 7.4), and the test-only Prio3MultiHotHistogram
+          of the published VDAF-08 vectors; the classes `Prio3CountV08`, ...
+
+`Poplar1` (Section 8) is registered in both versions and has a codepoint here, but this
+project does not implement it: `build` refuses it. The other test-only variants of the
+draft's vectors (Prio3SumVecWithMultiproof, Prio3HigherDegree) take a field class and
+are built by `vdaf.vectors` directly; they are not registry VDAFs.
+
+Parameters are the constructor arguments after `shares`, by name (`parameters_of` gives
+them back, so `build(name_of(v), parameters_of(v), version_of(v))` rebuilds `v`):
+
+    length            SumVec, Histogram, MultihotCountVec, MultiHotHistogram
+    max_measurement   Sum, SumVec (VDAF-18)
+    bits              Sum, SumVec (VDAF-08; a max_measurement of 2^b - 1 is accepted too)
+    max_weight        MultihotCountVec
+    max_count         MultiHotHistogram (VDAF-08, test-only)
+    chunk_length      SumVec, Histogram, MultihotCountVec, MultiHotHistogram; when absent,
+                      `default_chunk_length`
+
+Values are ints or decimal strings, each at least 1; a `None` value counts as absent.
+Every failure is a `RegistryError` (a ValueError) with a one-line message that names the
+VDAF and the parameter, in the parameter names above (a command line maps them to its
+option names).
+"""
+
+from __future__ import annotations
+
+import inspect
+import math
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from vdaf import prio3
+from vdaf.profiles import VDAF_08, VDAF_18, VdafProfile
+
+DEFAULT_VERSION = "18"
+
+#: VDAF IDs 0xFFFF0000 to 0xFFFFFFFF are for private use in both drafts (Section 10).
+PRIVATE_USE = range(0xFFFF0000, 0x1_0000_0000)
+
+Prio3Any = prio3.Prio3[Any, Any]
+
+
+class RegistryError(ValueError):
+    """A VDAF the registry cannot build or name: unknown name, a name the version does
+    not have, or a missing or invalid parameter."""
+
+
+@dataclass(frozen=True)
+class _Version:
+    key: str
+    profile: VdafProfile
+    short: str            # "VDAF-18"
+    drafts: range         # the drafts with this wire
+    classes: tuple[type[Prio3Any], ...]
+
+    @property
+    def draft_names(self) -> str:
+        first, last = self.drafts[0], self.drafts[-1]
+        return f"draft-irtf-cfrg-vdaf-{first:02d}" + (f"..{last:02d}" if last != first else "")
+
+    @property
+    def label(self) -> str:
+        return f"{self.draft_names} ({self.short})"
+
+
+_VERSIONS: dict[str, _Version] = {
+    "18": _Version(
+        key="18", profile=VDAF_18, short="VDAF-18",
+        drafts=range(18, 21),
+        classes=(prio3.Prio3Count, prio3.Prio3Sum, prio3.Prio3SumVec, prio3.Prio3Histogram,
+                 prio3.Prio3MultihotCountVec)),
+    "08": _Version(
+        key="08", profile=VDAF_08, short="VDAF-08",
+        drafts=range(8, 9),
+        classes=(prio3.Prio3CountV08, prio3.Prio3SumV08, prio3.Prio3SumVecV08,
+                 prio3.Prio3HistogramV08, prio3.Prio3MultiHotHistogramV08)),
+}
+
+#: Registered in the drafts' Section 10 but not implemented by this project.
+_NOT_IMPLEMENTED = ("Poplar1",)
+
+# Why a name is missing from a version, for the refusal message.
+_ABSENT_BECAUSE = {
+    # draft-irtf-cfrg-vdaf-20, Change Log, "10": "Define Prio3MultihotCountVec".
+    ("08", "Prio3MultihotCountVec"): "it first appears in VDAF-10",
+    ("18", "Prio3MultiHotHistogram"): (
+        "it is a test-only VDAF of the published VDAF-08 test vectors; VDAF-18 has "
+        "Prio3MultihotCountVec"),
+}
+
+_CLASS_INDEX: dict[type[Any], tuple[str, str]] = {
+    cls: (cls.NAME, v.key) for v in _VERSIONS.values() for cls in v.classes}
+
+_DECIMAL = re.compile(r"\s*-?[0-9]+\s*")
+
+
+# ---------------------------------------------------------------------------------------
+# Versions
+# ---------------------------------------------------------------------------------------
+
+
+def versions() -> tuple[str, ...]:
+    """The VDAF versions the registry knows: `("18", "08")`."""
+    return tuple(_VERSIONS)
+
+
+def _version(version: str | int | VdafProfile) -> _Version:
+    """A version given as "18"/"08", as a profile name ("vdaf-18"), as the profile's
+    VERSION byte (18, 8) or as the `VdafProfile` itself."""
+    for v in _VERSIONS.values():
+        if version is v.profile or (isinstance(version, int) and not isinstance(version, bool)
+                                    and version == v.profile.version):
+            return v
+        if isinstance(version, str) and version in (v.key, v.profile.name):
+            return v
+    known = ", ".join(f"{v.key} ({v.draft_names})" for v in _VERSIONS.values())
+    raise RegistryError(f"unknown VDAF version {version!r}; known: {known}")
+
+
+def profile(version: str | int | VdafProfile = DEFAULT_VERSION) -> VdafProfile:
+    """The `vdaf.profiles` object of a version."""
+    return _version(version).profile
+
+
+def version_for_draft(draft: str) -> str:
+    """The version of a draft name: `draft-irtf-cfrg-vdaf-20` -> "18" (drafts 18 to 20
+    share the wire), `draft-irtf-cfrg-vdaf-08` -> "08"."""
+    match = re.fullmatch(r"draft-irtf-cfrg-vdaf-([0-9]{2})", draft)
+    if match is not None:
+        number = int(match.group(1))
+        for v in _VERSIONS.values():
+            if number in v.drafts:
+                return v.key
+    raise RegistryError(f"{draft!r} is not a VDAF draft this project speaks; known: "
+                        + ", ".join(v.label for v in _VERSIONS.values()))
+
+
+# ---------------------------------------------------------------------------------------
+# Names and parameters
+# ---------------------------------------------------------------------------------------
+
+
+def names(version: str | int | VdafProfile = DEFAULT_VERSION, *,
+          test_only: bool = True) -> tuple[str, ...]:
+    """The names `build` accepts in a version, in codepoint order. `test_only=False`
+    leaves out the test-only ones (private-use codepoints)."""
+    v = _version(version)
+    return tuple(cls.NAME for cls in v.classes
+                 if test_only or v.profile.codepoint(cls.NAME) not in PRIVATE_USE)
+
+
+def _class(name: str, v: _Version) -> type[Prio3Any]:
+    for cls in v.classes:
+        if cls.NAME == name:
+            return cls
+    if name in _NOT_IMPLEMENTED:
+        raise RegistryError(f"{name} is a VDAF of {v.label} but this project does not "
+                            "implement it")
+    if any(cls.NAME == name for other in _VERSIONS.values() for cls in other.classes):
+        reason = _ABSENT_BECAUSE.get((v.key, name))
+        raise RegistryError(f"{name} is not a VDAF of {v.label}"
+                            + (f"; {reason}" if reason else ""))
+    raise RegistryError(f"unknown VDAF {name!r}; choose from {', '.join(names(v.key))}")
+
+
+def _parameter_names(cls: type[Any]) -> tuple[str, ...]:
+    return tuple(inspect.signature(cls.__init__).parameters)[2:]  # self, shares
+
+
+def parameter_names(name: str, version: str | int | VdafProfile = DEFAULT_VERSION
+                    ) -> tuple[str, ...]:
+    """The parameters of VDAF `name` in constructor order (`("length", "chunk_length")`)."""
+    return _parameter_names(_class(name, _version(version)))
+
+
+def _entry(vdaf: Any) -> tuple[str, str]:
+    try:
+        return _CLASS_INDEX[type(vdaf)]
+    except KeyError:
+        raise RegistryError(f"{type(vdaf).__name__} is not a VDAF of the registry") from None
+
+
+def name_of(vdaf: Any) -> str:
+    """The registry name of a VDAF object: `Prio3Histogram` for both `Prio3Histogram` and
+    `Prio3HistogramV08`."""
+    return _entry(vdaf)[0]
+
+
+def version_of(vdaf: Any) -> str:
+    """The version of a VDAF object: "18" or "08"."""
+    return _entry(vdaf)[1]
+
+
+def parameters_of(vdaf: Any) -> dict[str, int]:
+    """The parameters of a VDAF object (`{"length": 10, "chunk_length": 3}`), in
+    constructor order."""
+    _entry(vdaf)
+    return {p: int(getattr(vdaf, p)) for p in _parameter_names(type(vdaf))}
+
+
+def describe(vdaf: Any) -> str:
+    """`Prio3Histogram(length=10, chunk_length=3)`, with ` [vdaf-08]` after a VDAF-08
+    one."""
+    name, key = _entry(vdaf)
+    params = ", ".join(f"{k}={v}" for k, v in parameters_of(vdaf).items())
+    suffix = "" if key == DEFAULT_VERSION else f" [{_VERSIONS[key].profile.name}]"
+    return f"{name}({params}){suffix}"
+
+
+# ---------------------------------------------------------------------------------------
+# Building
+# ---------------------------------------------------------------------------------------
+
+
+def _integer(name: str, key: str, value: Any) -> int:
+    if isinstance(value, int) and not isinstance(value, bool):
+        out = value
+    elif isinstance(value, str) and _DECIMAL.fullmatch(value):
+        out = int(value)
+    else:
+        raise RegistryError(f"{name} needs an integer {key}, got {value!r}")
+    if out < 1:
+        raise RegistryError(f"{name} needs {key} >= 1, got {out}")
+    return out
+
+
+def _bits08(name: str, values: dict[str, int]) -> None:
+    """VDAF-08 Sum and SumVec take a bit width; a max_measurement of 2^b - 1 says the same
+    (draft-08 Sections 7.4.2 and 7.4.3). Replaces max_measurement by bits in `values`."""
+    top = values.pop("max_measurement", None)
+    if top is None:
+        if "bits" not in values:
+            raise RegistryError(f"{name} of VDAF-08 needs bits (or a max_measurement of "
+                                "2^b - 1)")
+        return
+    if top & (top + 1):
+        raise RegistryError(f"{name} of VDAF-08 takes bits b, or a max_measurement of "
+                            f"2^b - 1; {top} is not")
+    bits = values.setdefault("bits", top.bit_length())
+    if bits != top.bit_length():
+        raise RegistryError(f"{name} of VDAF-08: bits {bits} and max_measurement {top} "
+                            f"disagree (2^{bits} - 1 = {2**bits - 1})")
+
+
+def default_chunk_length(name: str, params: Mapping[str, int]) -> int:
+    """The `chunk_length` a VDAF gets when none is given: about the square root of the
+    length of the encoded measurement, as the drafts recommend (draft-20 Sections 7.4.3,
+    7.4.3.1, 7.4.4, 7.4.5):
+
+        SumVec             isqrt(length * bits), bits = bit length of max_measurement
+                           (VDAF-08: `bits`), at least 1
+        MultihotCountVec   isqrt(length + bits of max_weight), bits at least 1
+        MultiHotHistogram  isqrt(length + bits of max_count) (its encoded length)
+        Histogram          isqrt(length)
+
+    and never less than 1. `params` are valid integer parameters (without chunk_length)."""
+    if name == "Prio3SumVec":
+        bits = params.get("bits") or max(1, params["max_measurement"].bit_length())
+        encoded = params["length"] * bits
+    elif name == "Prio3MultihotCountVec":
+        encoded = params["length"] + max(1, params["max_weight"].bit_length())
+    elif name == "Prio3MultiHotHistogram":
+        encoded = params["length"] + max(1, params["max_count"].bit_length())
+    elif name == "Prio3Histogram":
+        encoded = params["length"]
+    else:
+        raise RegistryError(f"{name} has no chunk_length")
+    return max(1, math.isqrt(encoded))
+
+
+def build(name: str, params: Mapping[str, Any] | None = None,
+          version: str | int | VdafProfile = DEFAULT_VERSION, shares: int = 2) -> Prio3Any:
+    """The VDAF `name` of `version` with these parameters and `shares` Aggregators
+    (see the module docstring). Raises RegistryError."""
+    v = _version(version)
+    cls = _class(name, v)
+    takes = _parameter_names(cls)
+    given = {k: value for k, value in (params or {}).items() if value is not None}
+    accepted = set(takes) | ({"max_measurement"} if "bits" in takes else set())
+    for key in given:
+        if key in accepted:
+            continue
+        if key == "bits" and "max_measurement" in takes:
+            raise RegistryError(f"{name} of {v.short} takes max_measurement, not bits "
+                                "(bits b is max_measurement 2^b - 1)")
+        which = f"its parameters are {', '.join(takes)}" if takes else "it has none"
+        raise RegistryError(f"{name} takes no parameter {key!r} ({which})")
+    values = {k: _integer(name, k, value) for k, value in given.items()}
+    if "bits" in takes:
+        _bits08(name, values)
+    for key in takes:
+        if key not in values and key != "chunk_length":
+            raise RegistryError(f"{name} needs {key}")
+    if "chunk_length" in takes and "chunk_length" not in values:
+        values["chunk_length"] = default_chunk_length(name, values)
+    count = _integer(name, "shares", shares)
+    make: Callable[..., Prio3Any] = cls  # the variant's own signature, not Prio3's
+    try:
+        return make(count, **values)
+    except (ValueError, TypeError) as exc:
+        args = ", ".join(f"{k} {values[k]}" for k in takes)
+        what = f"{name} parameters ({args})" if takes else name
+        raise RegistryError(f"invalid {what}: {exc}") from None
+
+
+# ---------------------------------------------------------------------------------------
+# Codepoints (Section 10)
+# ---------------------------------------------------------------------------------------
+
+
+def _codepoints(v: _Version) -> dict[str, int]:
+    """The version's registry: its VDAFs, Poplar1, and its test-only VDAFs (private use)."""
+    ours = set(names(v.key)) | set(_NOT_IMPLEMENTED)
+    return {n: cp for n, cp in v.profile.codepoints.items() if n in ours}
+
+
+def codepoint(name: str, version: str | int | VdafProfile = DEFAULT_VERSION) -> int:
+    """The VDAF ID of `name` in `version` (the class attribute `ID` of its VDAFs): VDAF-18
+    Prio3Count 1 ... Prio3MultihotCountVec 5, Poplar1 6; VDAF-08 Prio3Count 0 ...
+    Prio3Histogram 3, Poplar1 0x1000; a test-only VDAF has 0xFFFFFFFF."""
+    v = _version(version)
+    if name not in _NOT_IMPLEMENTED:
+        _class(name, v)  # refuses names the version does not have
+    return v.profile.codepoint(name)
+
+
+def from_codepoint(value: int, version: str | int | VdafProfile = DEFAULT_VERSION) -> str:
+    """The name of the VDAF with this ID in `version`. A private-use ID names no VDAF."""
+    v = _version(version)
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < 2**32:
+        raise RegistryError(f"a VDAF ID is a 32-bit unsigned integer, got {value!r}")
+    if value in PRIVATE_USE:
+        raise RegistryError(f"VDAF ID 0x{value:08x} is reserved for private use in "
+                            f"{v.label}; it names no VDAF")
+    for name, cp in _codepoints(v).items():
+        if cp == value:
+            return name
+    raise RegistryError(f"no VDAF has ID 0x{value:08x} in {v.label}")
+
+
+__all__ = [
+    "DEFAULT_VERSION",
+    "PRIVATE_USE",
+    "RegistryError",
+    "build",
+    "codepoint",
+    "default_chunk_length",
+    "describe",
+    "from_codepoint",
+    "name_of",
+    "names",
+    "parameter_names",
+    "parameters_of",
+    "profile",
+    "version_for_draft",
+    "version_of",
+    "versions",
+]
+
+
+def vdaf_class(name: str, version: str | int | VdafProfile = DEFAULT_VERSION) -> type[Any]:
+    """The class implementing VDAF `name` in `version` (raises `RegistryError`)."""
+    return _class(name, _version(version))
+
+
+def codepoints(version: str | int | VdafProfile = DEFAULT_VERSION) -> dict[str, int]:
+    """The version's VDAF IDs by name (with Poplar1 and the test-only VDAFs)."""
+    return dict(_codepoints(_version(version)))
