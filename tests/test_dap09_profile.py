@@ -114,7 +114,7 @@ def test_auth_header() -> None:
 
 
 def test_vdaf_tables() -> None:
-    from vdaf import prio3
+    from vdaf import prio3, registry
 
     assert DAP_09.vdaf_ctx(b"\x00" * 32) == b""
     assert DAP_18.vdaf_ctx(b"\x00" * 32) == b"dap-18" + b"\x00" * 32
