@@ -25,7 +25,7 @@ from aiohttp import web
 from dap.client import Client
 from dap.collector import Collector
 from dap.common import Duration, Interval, Time
-from dap.profiles.dap18.messages import Query
+from dap.profiles import SHIPPED
 from dap.provision import ProvisionedTask, new_task
 from dap.server.app import build_app
 from dap.server.common import STATE_KEY, AppState
@@ -131,76 +131,68 @@ class AggregatorPair:
 
 
 class Proto:
-    """What differs, for a test, between a dap-18 and a dap-09 task: the VDAF classes
-    (draft-20 or VDAF-08), how queries and intervals are written (time_precision units or
-    seconds), and whether a collection request names its job (DAP-09) or is idempotent on
-    its bytes (DAP-18). Scenarios are written once against this object."""
+    """What differs, for a test, between profiles, asked of the profile itself: the VDAF
+    classes (through ``vdaf.registry`` for the profile's VDAF draft), how queries and
+    intervals are written (``profile.flow``). Scenarios are written once against this
+    object; a new profile runs them by being named in ``PROTOS``."""
 
     def __init__(self, name: str) -> None:
         from dap.profiles import get_profile
 
         self.name = name
         self.profile = get_profile(name)
-        self.dap09 = name == "dap-09"
+        # VDAF-08 (dap-09) takes bit widths instead of maxima, and has MultihotCountVec
+        # only as the test-only MultiHotHistogram of its published vectors.
+        self.vdaf08 = self.profile.vdaf_version == "08"
+        # Whether the Collector names its collection jobs (DAP-09) rather than the Leader.
+        self.dap09 = self.profile.flow.collector_chooses_job_id
 
     def __repr__(self) -> str:
         return self.name
 
-    # VDAFs by their DAP-18 parameters; VDAF-08 takes bit widths instead of maxima.
-    def count(self) -> Any:
-        from vdaf.prio3 import Prio3Count, Prio3CountV08
+    def _vdaf(self, name: str, **params: int) -> Any:
+        return self.profile.build_vdaf(name, params)
 
-        return Prio3CountV08(2) if self.dap09 else Prio3Count(2)
+    def count(self) -> Any:
+        return self._vdaf("Prio3Count")
 
     def sum(self, max_measurement: int) -> Any:
-        from vdaf.prio3 import Prio3Sum, Prio3SumV08
-
-        return Prio3SumV08(2, max_measurement.bit_length()) if self.dap09 \
-            else Prio3Sum(2, max_measurement)
+        if self.vdaf08:
+            return self._vdaf("Prio3Sum", bits=max_measurement.bit_length())
+        return self._vdaf("Prio3Sum", max_measurement=max_measurement)
 
     def sumvec(self, length: int, max_measurement: int, chunk_length: int) -> Any:
-        from vdaf.prio3 import Prio3SumVec, Prio3SumVecV08
-
-        if self.dap09:
-            return Prio3SumVecV08(2, length, max_measurement.bit_length(), chunk_length)
-        return Prio3SumVec(2, length, max_measurement, chunk_length)
+        if self.vdaf08:
+            return self._vdaf("Prio3SumVec", length=length,
+                              bits=max_measurement.bit_length(), chunk_length=chunk_length)
+        return self._vdaf("Prio3SumVec", length=length, max_measurement=max_measurement,
+                          chunk_length=chunk_length)
 
     def histogram(self, length: int, chunk_length: int) -> Any:
-        from vdaf.prio3 import Prio3Histogram, Prio3HistogramV08
-
-        return Prio3HistogramV08(2, length, chunk_length) if self.dap09 \
-            else Prio3Histogram(2, length, chunk_length)
+        return self._vdaf("Prio3Histogram", length=length, chunk_length=chunk_length)
 
     def multihot(self, length: int, max_weight: int, chunk_length: int) -> Any:
-        """Prio3MultihotCountVec; for dap-09 the MultiHotHistogram of the VDAF-08 vectors
-        (test-only there, as in the published vectors)."""
-        from vdaf.prio3 import Prio3MultihotCountVec, Prio3MultiHotHistogramV08
+        """Prio3MultihotCountVec; for VDAF-08 the MultiHotHistogram of its vectors."""
+        if self.vdaf08:
+            from vdaf.prio3 import Prio3MultiHotHistogramV08
 
-        return Prio3MultiHotHistogramV08(2, length, max_weight, chunk_length) if self.dap09 \
-            else Prio3MultihotCountVec(2, length, max_weight, chunk_length)
+            return Prio3MultiHotHistogramV08(2, length, max_weight, chunk_length)
+        return self._vdaf("Prio3MultihotCountVec", length=length, max_weight=max_weight,
+                          chunk_length=chunk_length)
 
     # Queries, with times given in time_precision units.
     def interval_query(self, pt: ProvisionedTask, start: int, duration: int) -> Any:
-        if self.dap09:
-            from dap.profiles.dap09 import messages as m09
+        return self.profile.flow.query_interval(pt.task, Interval(Time(start),
+                                                                  Duration(duration)))
 
-            p = pt.task.time_precision
-            return m09.Query.time_interval(m09.Interval(m09.Time(start * p),
-                                                        m09.Duration(duration * p)))
-        return Query.time_interval(Interval(Time(start), Duration(duration)))
-
-    def current_batch_query(self) -> Any:
-        if self.dap09:
-            from dap.profiles.dap09 import messages as m09
-
-            return m09.Query.fixed_size(m09.FixedSizeQuery.current_batch())
-        return Query.leader_selected()
+    def current_batch_query(self, pt: ProvisionedTask | None = None) -> Any:
+        return self.profile.flow.query_current_batch(pt.task if pt else None)
 
     def units(self, pt: ProvisionedTask, interval: Any) -> tuple[int, int]:
         """(start, duration) of a collection's interval in time_precision units."""
-        p = pt.task.time_precision if self.dap09 else 1
+        p = pt.task.time_precision // self.profile.flow.interval_unit(pt.task)
         assert int(interval.start) % p == 0 and int(interval.duration) % p == 0
         return int(interval.start) // p, int(interval.duration) // p
 
 
-PROTOS = [Proto("dap-18"), Proto("dap-09")]
+PROTOS = [Proto(name) for name in SHIPPED]

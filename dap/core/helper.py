@@ -69,10 +69,10 @@ def validate_report(task: AggregatorTask, metadata: Any, extension_types: Sequen
     err = task.wire.time_error(task, metadata, now, clock_skew, check_too_early)
     if err is not None:
         return err
-    # Neither draft defines a report extension type: any extension is unrecognized.
+    # No draft defines a report extension type: any extension is unrecognized.
     public = task.wire.public_extension_types(metadata)
     if public or extension_types:
-        return ReportError.INVALID_MESSAGE
+        return task.wire.extension_error
     return None
 
 
@@ -115,7 +115,7 @@ def _check_init_request(task: AggregatorTask, req: InitReq) -> bytes | None:
     if task.batch_mode == BatchMode.TIME_INTERVAL and batch_id is not None:
         raise DapProblem("invalidMessage", "batch ID extension in a time-interval task",
                          task_id=tid)
-    if req.verification_key_id not in task.verify_keys:
+    if req.verification_key_id not in task.verify_keys and not task.wire.unknown_key_per_report:
         raise DapProblem("invalidMessage", f"unknown verification key id "
                          f"{req.verification_key_id}", task_id=tid)
     vdaf = task.vdaf
@@ -168,13 +168,31 @@ def create_aggregation_job(tx: Transaction, task: AggregatorTask, body: bytes,
     return JobResult(job.job_id, job.response, job.step)
 
 
+def _reject_all(tx: Transaction, task: AggregatorTask, job: AggregationJobRecord,
+                req: Any, error: ReportError) -> None:
+    """Answer an init request by rejecting every report with ``error``."""
+    records = [ReportAggregationRecord(task.task_id, job.job_id, i, item.report_id, item.time,
+                                       "rejected", error=int(error))
+               for i, item in enumerate(req.items)]
+    tx.put_report_aggregations(records)
+    job.response = task.wire.encode_job_resp([_reject(item.report_id, error)
+                                              for item in req.items])
+    job.state = "finished"
+    tx.update_aggregation_job(job)
+
+
 def process_aggregation_job(tx: Transaction, task: AggregatorTask, job: AggregationJobRecord,
                             keyring: Keyring, now: float, clock_skew: int) -> None:
     """Compute the response to a stored init request and commit what finished."""
     req = task.wire.decode_init_req(task, job.request)
     vdaf = task.vdaf
     ctx = task.task.vdaf_ctx()
-    verify_key = task.verify_keys[req.verification_key_id]
+    verify_key = task.verify_keys.get(req.verification_key_id)
+    if verify_key is None:
+        # DAP-19 (#784): each report is rejected with unknown_verification_key_id, so that
+        # the Leader may retry them under a key ID this Helper knows.
+        _reject_all(tx, task, job, req, ReportError.UNKNOWN_VERIFICATION_KEY_ID)
+        return
     responses: list[Resp | None] = []
     records: list[ReportAggregationRecord] = []
     to_commit: list[tuple[int, OutputShare]] = []

@@ -65,7 +65,7 @@ def upload(tx: Transaction, task: AggregatorTask, keyring: Keyring, body: bytes,
         raise DapProblem("invalidMessage", str(exc), task_id=tid) from None
     unsupported = sorted({t for r in reports
                           for t in w.public_extension_types(r.report_metadata)})
-    if unsupported:
+    if unsupported and not w.extension_errors_per_report:
         raise DapProblem("unsupportedExtension", "unrecognized public report extensions",
                          task_id=tid, unsupported_extensions=unsupported)
     statuses = []
@@ -75,7 +75,10 @@ def upload(tx: Transaction, task: AggregatorTask, keyring: Keyring, body: bytes,
         t = w.report_time(task, md)
         error: ReportError | None = None
         window = w.time_error(task, md, now, clock_skew)
-        if keyring.get(report.leader_encrypted_input_share.config_id) is None:
+        if w.public_extension_types(md):
+            # DAP-19 (#789): a per-report error only.
+            error = w.extension_error
+        elif keyring.get(report.leader_encrypted_input_share.config_id) is None:
             error = ReportError.OUTDATED_CONFIG
         elif window == ReportError.REPORT_TOO_EARLY:
             error = window

@@ -137,6 +137,14 @@ class Wire:
 
     # The draft's per-report error codes (see ErrorTranslation).
     errors: ErrorTranslation
+    # Whether a Helper rejects each report of a job whose verification_key_id it does not
+    # know (DAP-19 #784) rather than failing the job with invalidMessage.
+    unknown_key_per_report: bool = False
+    # The report error of an unrecognized report extension, and whether the Leader's
+    # upload refuses such a report alone (DAP-19 #789) rather than the whole request
+    # with unsupportedExtension.
+    extension_error: ReportError = ReportError.INVALID_MESSAGE
+    extension_errors_per_report: bool = False
 
     report_cls: Any
     # HTTP statuses of successful answers that differ between the drafts.

@@ -14,6 +14,7 @@ from types import MappingProxyType
 from dap.profiles.base import ClientFlow, Profile, ProfileError
 from dap.profiles.dap09 import DAP_09
 from dap.profiles.dap18 import DAP_18
+from dap.profiles.dap19 import DAP_19
 
 _PROFILES: dict[str, Profile] = {}
 
@@ -31,15 +32,15 @@ def unregister(name: str) -> None:
     _PROFILES.pop(name, None)
 
 
-for _p in (DAP_18, DAP_09):
+for _p in (DAP_19, DAP_18, DAP_09):
     register(_p)
 
 #: The profiles known now, by name (a live read-only view).
 PROFILES: Mapping[str, Profile] = MappingProxyType(_PROFILES)
 #: The profile of new tasks.
-DEFAULT_PROFILE: Profile = DAP_18
+DEFAULT_PROFILE: Profile = DAP_19
 #: The drafts this implementation ships, newest first.
-SHIPPED: tuple[str, ...] = ("dap-18", "dap-09")
+SHIPPED: tuple[str, ...] = ("dap-19", "dap-18", "dap-09")
 
 
 def get_profile(name: str) -> Profile:

@@ -75,6 +75,8 @@ class Profile:
     wire: Any
     # What Clients and Collectors send and receive (a :class:`ClientFlow`).
     flow: Any
+    # The draft's message module (``dap.profiles.<draft>.messages``).
+    messages: Any = None
     # The interop test API's reading of a task's fields (``dap.profiles.*.interop``),
     # and the draft's test-vector cases (``dap.profiles.*.vectors``); None where absent.
     interop: Any = None

@@ -7,6 +7,7 @@ imported only from ``dap/profiles/`` (an import-linter contract).
 from __future__ import annotations
 
 from dap.profiles.base import Profile, _frozen
+from dap.profiles.dap09 import messages as m09
 from dap.profiles.dap09 import vectors
 from dap.profiles.dap09.flow import Flow09
 from dap.profiles.dap09.task import Task09
@@ -90,6 +91,7 @@ DAP_09 = Profile(
     # as one allowed scheme; Janus 0.7 and Daphne use it between Aggregators.
     auth_header="DAP-Auth-Token",
     auth_value_prefix="",
+    messages=m09,
     task_cls=Task09,
     wire=_WIRE,
     flow=Flow09(),

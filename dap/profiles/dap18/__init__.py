@@ -7,6 +7,7 @@ imported only from ``dap/profiles/`` (an import-linter contract).
 from __future__ import annotations
 
 from dap.profiles.base import Profile, _frozen
+from dap.profiles.dap18 import messages as m18
 from dap.profiles.dap18 import vectors
 from dap.profiles.dap18.flow import Flow18
 from dap.profiles.dap18.task import Task
@@ -93,6 +94,7 @@ DAP_18 = Profile(
     # Section 3.5 (HTTPS Request Authentication) examples: OAuth 2.0 bearer tokens.
     auth_header="Authorization",
     auth_value_prefix="Bearer ",
+    messages=m18,
     task_cls=Task,
     wire=_WIRE,
     flow=Flow18(_WIRE),

@@ -113,7 +113,7 @@ def input_share_aad(
     task: Task, report_metadata: ReportMetadata, public_share: bytes
 ) -> InputShareAad:
     """``InputShareAad`` for a report of ``task`` (Section 4.4.2.1)."""
-    return InputShareAad(
+    return task.profile.messages.InputShareAad(  # type: ignore[no-any-return]
         task_id=task.task_id,
         task_configuration=task.configuration(),
         report_metadata=report_metadata,
@@ -195,7 +195,7 @@ def generate_report(
 
 def aggregate_share_aad(task: Task, collection_job_req: CollectionJobReq) -> AggregateShareAad:
     """``AggregateShareAad`` for a collection job of ``task`` (Section 4.6.7)."""
-    return AggregateShareAad(
+    return task.profile.messages.AggregateShareAad(  # type: ignore[no-any-return]
         task_id=task.task_id,
         task_configuration=task.configuration(),
         collection_job_req=collection_job_req,

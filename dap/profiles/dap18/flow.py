@@ -37,7 +37,7 @@ class Flow18(ClientFlow):
         if not body:
             return {}
         return {bytes(s.id): self.wire.errors.decode(s.error)
-                for s in m18.UploadErrors.decode(body).status}
+                for s in self.wire.m.UploadErrors.decode(body).status}
 
     def collection_request(self, query: Any, agg_param: bytes) -> Any:
         return m18.CollectionJobReq(query, agg_param, ())

@@ -197,8 +197,10 @@ def build_task_configuration(
     vdaf_configuration: bytes,
     task_interval: Interval | None = None,
     dp_policy: bytes | None = None,
+    cls: type[TaskConfiguration] = TaskConfiguration,
 ) -> TaskConfiguration:
     """The canonical ``TaskConfiguration`` (Section 4.2): the only place it is built.
+    ``cls`` is the draft's struct (DAP-19's allows an empty ``task_info``).
 
     ``batch_config`` is empty, as both DAP-18 batch modes require; the extensions are
     the ``task_interval`` extension (Section 4.2.3) when given, in increasing type order.
@@ -216,7 +218,7 @@ def build_task_configuration(
         extensions.append(TaskExtension(TaskExtensionType.DP_POLICY, dp_policy))
     extensions.sort(key=lambda e: e.extension_type)
     try:
-        return TaskConfiguration(
+        return cls(
             task_info=task_info,
             leader_aggregator_endpoint=_url(leader_aggregator_endpoint),
             helper_aggregator_endpoint=_url(helper_aggregator_endpoint),
@@ -334,6 +336,7 @@ class Task:
     @cached_property
     def _configuration(self) -> TaskConfiguration:
         return build_task_configuration(
+            cls=self.profile.messages.TaskConfiguration,
             task_info=self.task_info,
             leader_aggregator_endpoint=self.leader_aggregator_endpoint,
             helper_aggregator_endpoint=self.helper_aggregator_endpoint,
@@ -356,7 +359,7 @@ class Task:
                           profile: Profile) -> Task:
         """The inverse of :meth:`config_bytes`."""
         try:
-            config = TaskConfiguration.decode(data)
+            config = profile.messages.TaskConfiguration.decode(data)
         except DecodeError as exc:
             raise TaskError(f"invalid TaskConfiguration: {exc}") from None
         return cls.from_configuration(task_id, config, profile)

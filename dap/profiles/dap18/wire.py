@@ -39,6 +39,16 @@ from dap.profiles.dap18.messages import AggregationJobExtensionType
 
 
 class Wire18(Wire):
+    # The draft's message module (DAP-19 replaces the messages carrying a ReportError).
+    m: Any = m18
+    # DAP-18 fails a job whose verification_key_id the Helper does not know with
+    # invalidMessage (Section 4.5.2.2); DAP-19 rejects each report instead (#784).
+    unknown_key_per_report = False
+    # DAP-18: a report with an unrecognized extension is invalid_message (Section
+    # 4.5.2.4) and the Leader aborts an upload carrying one with unsupportedExtension
+    # (Section 4.4.2.2); DAP-19 makes both per-report unsupported_extension (#789).
+    extension_error = ReportError.INVALID_MESSAGE
+    extension_errors_per_report = False
     # DAP-18 has every error of the core but the two DAP-19 added: a Helper of DAP-18
     # fails the whole job for an unknown verification key (`invalidMessage`), and a report
     # with an unsupported extension is `invalid_message` (Section 4.5.3.4).
@@ -58,7 +68,8 @@ class Wire18(Wire):
         """`UploadErrors` listing the refused reports (Section 4.4.2.2)."""
         if not errors:
             return None
-        return m18.UploadErrors(tuple(m18.ReportUploadStatus(m18.ReportID(rid), self.errors.encode(err))
+        return self.m.UploadErrors(tuple(
+            self.m.ReportUploadStatus(m18.ReportID(rid), self.errors.encode(err))
                                       for rid, err in errors)).encode()
 
     def decode_upload(self, body: bytes) -> list[Any]:
@@ -130,16 +141,16 @@ class Wire18(Wire):
         out = []
         for r in resps:
             if r.kind == VerifyRespType.CONTINUE:
-                out.append(m18.VerifyResp.continue_(r.report_id, r.payload or b""))
+                out.append(self.m.VerifyResp.continue_(r.report_id, r.payload or b""))
             elif r.kind == VerifyRespType.FINISH:
-                out.append(m18.VerifyResp.finish(r.report_id))
+                out.append(self.m.VerifyResp.finish(r.report_id))
             else:
                 assert r.error is not None
-                out.append(m18.VerifyResp.reject(r.report_id, self.errors.encode(r.error)))
-        return m18.AggregationJobResp(tuple(out)).encode()
+                out.append(self.m.VerifyResp.reject(r.report_id, self.errors.encode(r.error)))
+        return self.m.AggregationJobResp(tuple(out)).encode()
 
     def decode_job_resp(self, body: bytes) -> list[Resp]:
-        resp = m18.AggregationJobResp.decode(body)
+        resp = self.m.AggregationJobResp.decode(body)
         return [Resp(bytes(v.report_id), v.verify_resp_type, v.payload,
                      self.errors.decode(v.report_error) if v.report_error is not None else None)
                 for v in resp.verify_resps]
