@@ -8,7 +8,6 @@ committed, batches marked collected): a retried request gets the stored response
 from __future__ import annotations
 
 import hashlib
-import secrets
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -25,6 +24,7 @@ from dap.core.buckets import (
     other_agg_params,
 )
 from dap.core.errors import DapProblem, NotReady
+from dap.core.rand import Rng
 from dap.core.tasks import AggregatorTask, Keyring
 from dap.core.wire import InitItem, InitReq, Resp, ShareReq
 from dap.hpke import HpkeError
@@ -134,13 +134,14 @@ def _check_init_request(task: AggregatorTask, req: InitReq) -> bytes | None:
 
 def create_aggregation_job(tx: Transaction, task: AggregatorTask, body: bytes,
                            asynchronous: bool, keyring: Keyring, now: float,
-                           clock_skew: int, job_id: bytes | None = None) -> JobResult:
+                           clock_skew: int, job_id: bytes | None = None, *,
+                           rng: Rng) -> JobResult:
     """Handle a request creating an aggregation job: validate, create the job (or return
     the existing one for a byte-identical request) and, unless asynchronous, process it.
 
-    DAP-18 (POST, Section 4.5.2.2): the Helper chooses the job ID. DAP-09 (PUT, Section
-    4.5.1.2): the Leader chose `job_id`; the same ID with another request, or once the job
-    has been continued, is refused."""
+    DAP-18 (POST, Section 4.5.2.2): the Helper chooses the job ID (drawn from `rng`).
+    DAP-09 (PUT, Section 4.5.1.2): the Leader chose `job_id`; the same ID with another
+    request, or once the job has been continued, is refused."""
     request_hash = digest(body)
     tid = task.task_id
     if job_id is not None:
@@ -159,7 +160,7 @@ def create_aggregation_job(tx: Transaction, task: AggregatorTask, body: bytes,
             return JobResult(existing.job_id, existing.response, existing.step)
     req = task.wire.decode_init_req(task, body)
     batch_id = _check_init_request(task, req)
-    job = AggregationJobRecord(task_id=tid, job_id=job_id or secrets.token_bytes(16),
+    job = AggregationJobRecord(task_id=tid, job_id=job_id or rng.token_bytes(16),
                                role="helper", state="active", step=0, agg_param=req.agg_param,
                                batch_id=batch_id, request=body, request_hash=request_hash)
     tx.put_aggregation_job(job)
@@ -357,13 +358,13 @@ class ShareResult:
 
 
 def create_aggregate_share(tx: Transaction, task: AggregatorTask, body: bytes,
-                           asynchronous: bool) -> ShareResult:
+                           asynchronous: bool, *, rng: Rng) -> ShareResult:
     """Handle a POST to `aggregate_shares` (DAP-18 Section 4.6.4, DAP-09 Section 4.6.2).
     Validation, the batch-mismatch check and marking the batch collected happen here, in
     the request's transaction; computing the (noised) encrypted share happens here too
     unless `asynchronous`, in which case `finish_aggregate_share` does it in the
     background (DP noise is then drawn off the request path; DAP-09 has no asynchronous
-    answer)."""
+    answer). The share job's ID is drawn from `rng`."""
     request_hash = digest(body)
     existing = tx.find_aggregate_share_job_by_hash(task.task_id, request_hash)
     if existing is not None:
@@ -385,7 +386,7 @@ def create_aggregate_share(tx: Transaction, task: AggregatorTask, body: bytes,
         raise DapProblem("batchMismatch", f"Helper has {merged.report_count} reports, Leader "
                          f"{req.report_count}, or the checksums differ", task_id=tid)
     _mark_collected(tx, task, req)
-    job = AggregateShareJobRecord(tid, secrets.token_bytes(16), body, request_hash, "start")
+    job = AggregateShareJobRecord(tid, rng.token_bytes(16), body, request_hash, "start")
     tx.put_aggregate_share_job(job)
     if not asynchronous:
         finish_aggregate_share(tx, task, job)

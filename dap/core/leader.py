@@ -7,7 +7,6 @@ the server sends it, and another transaction processes the response.
 
 from __future__ import annotations
 
-import secrets
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -24,6 +23,7 @@ from dap.core.buckets import (
 )
 from dap.core.errors import DapProblem, NotReady
 from dap.core.helper import decrypt_input_share, digest, validate_report
+from dap.core.rand import Rng
 from dap.core.tasks import AggregatorTask, Keyring
 from dap.messages import (
     BatchID,
@@ -113,11 +113,11 @@ class JobSizes:
 
 
 def create_aggregation_jobs(tx: Transaction, task: AggregatorTask, keyring: Keyring,
-                            now: float, sizes: JobSizes, clock_skew: int
+                            now: float, sizes: JobSizes, clock_skew: int, *, rng: Rng
                             ) -> list[AggregationJobRecord]:
     """Turn uploaded reports into aggregation jobs. Fewer than `min_job_size` reports
     wait, unless the oldest has waited `straggler_age` seconds (stragglers do not stall
-    collection)."""
+    collection). Job IDs and new leader-selected batch IDs are drawn from `rng`."""
     tid = task.task_id
     reports = tx.list_new_reports(tid, sizes.max_job_size * sizes.jobs_per_pass)
     if not reports:
@@ -139,8 +139,8 @@ def create_aggregation_jobs(tx: Transaction, task: AggregatorTask, keyring: Keyr
         else:
             ready.append((rec, report, outcome))
     jobs = []
-    for batch_id, chunk in _group(tx, task, ready, sizes.max_job_size, now):
-        jobs.append(_store_job(tx, task, batch_id, chunk, now))
+    for batch_id, chunk in _group(tx, task, ready, sizes.max_job_size, now, rng):
+        jobs.append(_store_job(tx, task, batch_id, chunk, now, rng))
     return jobs
 
 
@@ -178,8 +178,8 @@ def _leader_init_one(tx: Transaction, task: AggregatorTask, keyring: Keyring,
 
 def _group(tx: Transaction, task: AggregatorTask,
            ready: list[tuple[ClientReportRecord, Report, Continued]], max_job_size: int,
-           now: float) -> list[tuple[bytes | None, list[tuple[ClientReportRecord, Report,
-                                                              Continued]]]]:
+           now: float, rng: Rng) -> list[tuple[bytes | None, list[tuple[ClientReportRecord,
+                                                                        Report, Continued]]]]:
     """Split reports into jobs: by size for time-interval; for leader-selected, also by
     batch, filling the oldest open batch up to the task's target batch size."""
     if task.batch_mode == BatchMode.TIME_INTERVAL:
@@ -192,7 +192,7 @@ def _group(tx: Transaction, task: AggregatorTask,
     while pos < len(ready):
         batch = next((b for b in batches if capacity[b.batch_id] > 0), None)
         if batch is None:
-            batch = LeaderBatchRecord(tid, secrets.token_bytes(32), created_at=now)
+            batch = LeaderBatchRecord(tid, rng.token_bytes(32), created_at=now)
             tx.put_leader_batch(batch)
             batches.append(batch)
             capacity[batch.batch_id] = task.max_batch_size
@@ -214,9 +214,9 @@ def _capacity(tx: Transaction, task: AggregatorTask, batch: LeaderBatchRecord) -
 
 def _store_job(tx: Transaction, task: AggregatorTask, batch_id: bytes | None,
                chunk: Sequence[tuple[ClientReportRecord, Report, Continued]],
-               now: float) -> AggregationJobRecord:
+               now: float, rng: Rng) -> AggregationJobRecord:
     tid = task.task_id
-    job_id = secrets.token_bytes(16)
+    job_id = rng.token_bytes(16)
     body = task.wire.encode_init_req(task, b"", batch_id,
                                      [(report, state.outbound) for _, report, state in chunk])
     job = AggregationJobRecord(tid, job_id, "leader", "active", 0, b"", batch_id, body,
@@ -319,12 +319,13 @@ def abandon_aggregation_job(tx: Transaction, task: AggregatorTask, job: Aggregat
 
 
 def create_collection_job(tx: Transaction, task: AggregatorTask, body: bytes,
-                          now: float, job_id: bytes | None = None) -> bytes:
+                          now: float, job_id: bytes | None = None, *, rng: Rng) -> bytes:
     """Validate a collection request and create the job.
 
     DAP-18 (POST, Section 4.6.1): a byte-identical request returns the existing job
-    (Section 3.2). DAP-09 (PUT, Section 4.6.1): the Collector chose `job_id`; the same ID
-    with the same request is the same job, with another request an error."""
+    (Section 3.2); a new job's ID is drawn from `rng`. DAP-09 (PUT, Section 4.6.1): the
+    Collector chose `job_id`; the same ID with the same request is the same job, with
+    another request an error."""
     tid = task.task_id
     request_hash = digest(body)
     if job_id is not None:
@@ -367,7 +368,7 @@ def create_collection_job(tx: Transaction, task: AggregatorTask, body: bytes,
         batch.state = "collecting"
         tx.update_leader_batch(batch)
         batch_id = req.batch_id
-    job = CollectionJobRecord(tid, job_id or secrets.token_bytes(16), body, request_hash,
+    job = CollectionJobRecord(tid, job_id or rng.token_bytes(16), body, request_hash,
                               "start", batch_id=batch_id, created_at=now, next_attempt_at=now)
     tx.put_collection_job(job)
     return job.job_id

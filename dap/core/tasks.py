@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import secrets
 import time
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -11,6 +10,7 @@ from typing import Any
 
 from dap.codec import DecodeError
 from dap.core.errors import DapProblem
+from dap.core.rand import Rng
 from dap.core.wire import Wire, wire_for
 from dap.hpke import HpkeKeypair, generate_keypair
 from dap.messages import BatchMode, HpkeConfig, HpkeConfigList, Role
@@ -189,9 +189,10 @@ class Keyring:
         return self.keypairs.get(config_id)
 
 
-def add_hpke_key(tx: Transaction, state: str = "active", config_id: int | None = None,
-                 **suite: Any) -> HpkeKeyRecord:
-    """Generate a key pair and store it (rotation step 1, or a first key)."""
+def add_hpke_key(tx: Transaction, state: str = "active", config_id: int | None = None, *,
+                 rng: Rng, **suite: Any) -> HpkeKeyRecord:
+    """Generate a key pair and store it (rotation step 1, or a first key). A config ID
+    not given is chosen among the free ones, and the key pair derived, with `rng`."""
     if state not in HPKE_STATES:
         raise ValueError(f"state must be one of {HPKE_STATES}")
     used = {r.config_id for r in tx.list_hpke_keys()}
@@ -199,8 +200,8 @@ def add_hpke_key(tx: Transaction, state: str = "active", config_id: int | None =
         free = [i for i in range(256) if i not in used]
         if not free:
             raise ValueError("all 256 HPKE config ids are in use")
-        config_id = secrets.choice(free)
-    keypair = generate_keypair(config_id, **suite)
+        config_id = rng.choice(free)
+    keypair = generate_keypair(config_id, random_bytes=rng.token_bytes, **suite)
     record = HpkeKeyRecord(config_id, keypair.config.encode(), keypair.private_key, state,
                            time.time())
     tx.put_hpke_key(record)

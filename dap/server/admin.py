@@ -154,7 +154,7 @@ async def post_key(request: web.Request) -> web.StreamResponse:
     with st.datastore.transaction() as tx:
         try:
             record = add_hpke_key(tx, data.get("state", "pending"), data.get("config_id"),
-                                  **suite)
+                                  rng=st.rng, **suite)
         except ValueError as exc:
             raise DapProblem("badRequest", str(exc), 400, dap_type=False) from None
     st.invalidate_keyring()

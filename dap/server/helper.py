@@ -43,7 +43,7 @@ async def post_aggregation_jobs(request: web.Request) -> web.StreamResponse:
     asynchronous = st.config.async_helper
     with st.datastore.transaction() as tx:
         result = core.create_aggregation_job(tx, task, body, asynchronous, keyring, st.clock(),
-                                             st.config.clock_skew)
+                                             st.config.clock_skew, rng=st.rng)
     location = f"{request.path}/{b64url(result.job_id)}"
     if result.response is None:
         request.app[WAKE_KEY].set()
@@ -63,7 +63,7 @@ async def put_aggregation_job(request: web.Request) -> web.StreamResponse:
     keyring = st.keyring()
     with st.datastore.transaction() as tx:
         result = core.create_aggregation_job(tx, task, body, False, keyring, st.clock(),
-                                             st.config.clock_skew, job_id=job_id)
+                                             st.config.clock_skew, job_id=job_id, rng=st.rng)
     assert result.response is not None
     return message_response(task, "AggregationJobResp", result.response,
                             task.wire.statuses["aggregation_job_init"])
@@ -128,7 +128,7 @@ async def post_aggregate_shares(request: web.Request) -> web.StreamResponse:
     asynchronous = "aggregate_share_poll" in task.profile.requests and (
         st.config.async_aggregate_shares or task.dp_policy is not None)
     with st.datastore.transaction() as tx:
-        result = core.create_aggregate_share(tx, task, body, asynchronous)
+        result = core.create_aggregate_share(tx, task, body, asynchronous, rng=st.rng)
     location = f"{request.path}/{b64url(result.share_id)}"
     if result.response is None:
         request.app[WAKE_KEY].set()

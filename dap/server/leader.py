@@ -69,7 +69,7 @@ async def post_collection_jobs(request: web.Request) -> web.StreamResponse:
     authenticate(request, task, collector=True)
     body = await read_body(request, task, "CollectionJobReq")
     with st.datastore.transaction() as tx:
-        job_id = core.create_collection_job(tx, task, body, st.clock())
+        job_id = core.create_collection_job(tx, task, body, st.clock(), rng=st.rng)
     request.app[WAKE_KEY].set()
     return not_ready_response(st.config, f"{request.path}/{b64url(job_id)}", status=201)
 
@@ -84,7 +84,7 @@ async def put_collection_job(request: web.Request) -> web.StreamResponse:
     job_id = id_param(request, "job_id", 16, "unrecognizedCollectionJob")
     body = await read_body(request, task, "CollectionReq")
     with st.datastore.transaction() as tx:
-        core.create_collection_job(tx, task, body, st.clock(), job_id=job_id)
+        core.create_collection_job(tx, task, body, st.clock(), job_id=job_id, rng=st.rng)
     request.app[WAKE_KEY].set()
     return web.Response(status=201)
 
@@ -193,7 +193,7 @@ class LeaderWorker:
             task = st.task(tid, Role.LEADER)
             with st.datastore.transaction() as tx:
                 created += len(core.create_aggregation_jobs(tx, task, keyring, st.clock(), sizes,
-                                                            cfg.clock_skew))
+                                                            cfg.clock_skew, rng=st.rng))
         return created > 0
 
     # stepping aggregation jobs
