@@ -62,7 +62,7 @@ from dap.collector import Collector  # noqa: E402
 from dap.hpke import HpkeKeypair, generate_keypair  # noqa: E402
 from dap.messages import Duration, Interval, Query, Time, UploadRequest  # noqa: E402
 from dap.provision import ProvisionedTask, new_task  # noqa: E402
-from dap.storage import HpkeKeyRecord  # noqa: E402
+from dap.storage import HpkeKeyRecord, HpkeKeyState  # noqa: E402
 from dap.storage.sqlite import SqliteDatastore  # noqa: E402
 from vdaf.prio3 import Prio3Count, Prio3Histogram  # noqa: E402
 
@@ -201,7 +201,7 @@ def provision(w: Workload, server: Server) -> None:
         with ds.transaction() as tx:
             tx.put_task(w.pt.record(server.role))
             tx.put_hpke_key(HpkeKeyRecord(key.config.id, key.config.encode(), key.private_key,
-                                          "active", time.time()))
+                                          HpkeKeyState.ACTIVE, time.time()))
     finally:
         ds.close()
 

@@ -15,7 +15,7 @@ from dap.core.wire import Wire, wire_for
 from dap.hpke import HpkeKeypair, generate_keypair
 from dap.messages import BatchMode, HpkeConfig, HpkeConfigList, Role
 from dap.profile import Profile, get_profile
-from dap.storage import HpkeKeyRecord, TaskRecord, Transaction
+from dap.storage import HpkeKeyRecord, HpkeKeyState, TaskRecord, Transaction
 from dap.task import TaskError
 
 
@@ -159,7 +159,7 @@ class TaskCache:
 
 # -- HPKE keys: add (pending), make active, retire (expired), delete -----------------------
 
-HPKE_STATES = ("pending", "active", "expired")
+HPKE_STATES = tuple(state.value for state in HpkeKeyState)  # for messages and validation
 
 
 class Keyring:
@@ -178,7 +178,7 @@ class Keyring:
         return cls(tx.list_hpke_keys())
 
     def config_list(self) -> HpkeConfigList:
-        active = [r for r in self.records if r.state == "active"]
+        active = [r for r in self.records if r.state == HpkeKeyState.ACTIVE]
         active.sort(key=lambda r: -r.created_at)
         if not active:
             raise DapProblem("serviceUnavailable", "no active HPKE configuration", 503,
@@ -189,7 +189,8 @@ class Keyring:
         return self.keypairs.get(config_id)
 
 
-def add_hpke_key(tx: Transaction, state: str = "active", config_id: int | None = None, *,
+def add_hpke_key(tx: Transaction, state: str = HpkeKeyState.ACTIVE,
+                 config_id: int | None = None, *,
                  rng: Rng, **suite: Any) -> HpkeKeyRecord:
     """Generate a key pair and store it (rotation step 1, or a first key). A config ID
     not given is chosen among the free ones, and the key pair derived, with `rng`."""
@@ -202,7 +203,7 @@ def add_hpke_key(tx: Transaction, state: str = "active", config_id: int | None =
             raise ValueError("all 256 HPKE config ids are in use")
         config_id = rng.choice(free)
     keypair = generate_keypair(config_id, random_bytes=rng.token_bytes, **suite)
-    record = HpkeKeyRecord(config_id, keypair.config.encode(), keypair.private_key, state,
-                           time.time())
+    record = HpkeKeyRecord(config_id, keypair.config.encode(), keypair.private_key,
+                           HpkeKeyState(state), time.time())
     tx.put_hpke_key(record)
     return record

@@ -26,7 +26,7 @@ from dap.server import helper as helper_routes
 from dap.server import leader as leader_routes
 from dap.server.common import CONFIG_KEY, STATE_KEY, AppState, problem_middleware, state
 from dap.server.config import AggregatorConfig
-from dap.storage import Datastore
+from dap.storage import Datastore, HpkeKeyState
 from dap.storage.sqlite import SqliteDatastore
 
 log = logging.getLogger("ppm.server")
@@ -63,8 +63,8 @@ async def get_hpke_config(request: web.Request) -> web.StreamResponse:
 def ensure_hpke_key(datastore: Datastore, rng: Rng) -> None:
     """A fresh aggregator gets one active X25519 key."""
     with datastore.transaction() as tx:
-        if not [k for k in tx.list_hpke_keys() if k.state == "active"]:
-            add_hpke_key(tx, "active", rng=rng)
+        if not [k for k in tx.list_hpke_keys() if k.state == HpkeKeyState.ACTIVE]:
+            add_hpke_key(tx, HpkeKeyState.ACTIVE, rng=rng)
 
 
 def build_app(config: AggregatorConfig, datastore: Datastore | None = None,
