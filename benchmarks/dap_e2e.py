@@ -63,7 +63,7 @@ from dap.hpke import HpkeKeypair, generate_keypair  # noqa: E402
 from dap.profiles.dap18.client import generate_report  # noqa: E402
 from dap.profiles.dap18.messages import Query, UploadRequest  # noqa: E402
 from dap.provision import ProvisionedTask, new_task  # noqa: E402
-from dap.storage import HpkeKeyRecord  # noqa: E402
+from dap.storage import HpkeKeyRecord, HpkeKeyState  # noqa: E402
 from dap.storage.sqlite import SqliteDatastore  # noqa: E402
 from vdaf.prio3 import Prio3Count, Prio3Histogram  # noqa: E402
 
@@ -202,7 +202,7 @@ def provision(w: Workload, server: Server) -> None:
         with ds.transaction() as tx:
             tx.put_task(w.pt.record(server.role))
             tx.put_hpke_key(HpkeKeyRecord(key.config.id, key.config.encode(), key.private_key,
-                                          "active", time.time()))
+                                          HpkeKeyState.ACTIVE, time.time()))
     finally:
         ds.close()
 

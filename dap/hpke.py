@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import itertools
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from enum import IntEnum
 from typing import TYPE_CHECKING, Protocol
@@ -184,9 +185,12 @@ def generate_keypair(
     kem: Kem = Kem.DHKEM_X25519_HKDF_SHA256,
     kdf: Kdf = Kdf.HKDF_SHA256,
     aead: Aead = Aead.AES_128_GCM,
+    random_bytes: Callable[[int], bytes] = os.urandom,
 ) -> HpkeKeypair:
-    """A fresh key pair; the defaults are the suite DAP-18 Section 7 makes mandatory."""
-    return derive_keypair(config_id, os.urandom(_KEY_SIZES[Kem(kem)][1]), kem, kdf, aead)
+    """A fresh key pair; the defaults are the suite DAP-18 Section 7 makes mandatory.
+    ``random_bytes(n)`` supplies the ``ikm`` (the OS CSPRNG unless the caller passes its
+    own randomness, e.g. the protocol core's ``Rng.token_bytes``)."""
+    return derive_keypair(config_id, random_bytes(_KEY_SIZES[Kem(kem)][1]), kem, kdf, aead)
 
 
 def _seal(

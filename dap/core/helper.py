@@ -8,7 +8,6 @@ committed, batches marked collected): a retried request gets the stored response
 from __future__ import annotations
 
 import hashlib
-import secrets
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -26,13 +25,17 @@ from dap.core.buckets import (
     other_agg_params,
 )
 from dap.core.errors import DapProblem, NotReady
+from dap.core.rand import Rng
 from dap.core.tasks import AggregatorTask, Keyring
 from dap.core.wire import InitItem, InitReq, Resp, ShareReq
 from dap.hpke import HpkeError
 from dap.storage import (
     AggregateShareJobRecord,
+    AggregateShareJobState,
     AggregationJobRecord,
+    AggregationJobState,
     ReportAggregationRecord,
+    ReportAggregationState,
     Transaction,
 )
 from vdaf.ping_pong import (
@@ -134,13 +137,14 @@ def _check_init_request(task: AggregatorTask, req: InitReq) -> bytes | None:
 
 def create_aggregation_job(tx: Transaction, task: AggregatorTask, body: bytes,
                            asynchronous: bool, keyring: Keyring, now: float,
-                           clock_skew: int, job_id: bytes | None = None) -> JobResult:
+                           clock_skew: int, job_id: bytes | None = None, *,
+                           rng: Rng) -> JobResult:
     """Handle a request creating an aggregation job: validate, create the job (or return
     the existing one for a byte-identical request) and, unless asynchronous, process it.
 
-    DAP-18 (POST, Section 4.5.2.2): the Helper chooses the job ID. DAP-09 (PUT, Section
-    4.5.1.2): the Leader chose `job_id`; the same ID with another request, or once the job
-    has been continued, is refused."""
+    DAP-18 (POST, Section 4.5.2.2): the Helper chooses the job ID (drawn from `rng`).
+    DAP-09 (PUT, Section 4.5.1.2): the Leader chose `job_id`; the same ID with another
+    request, or once the job has been continued, is refused."""
     request_hash = digest(body)
     tid = task.task_id
     if job_id is not None:
@@ -149,18 +153,20 @@ def create_aggregation_job(tx: Transaction, task: AggregatorTask, body: bytes,
             if existing.role != "helper" or existing.request_hash != request_hash:
                 raise DapProblem("invalidMessage", "the aggregation job exists with another "
                                  "request", 409, task_id=tid)
-            if existing.step != 0 or existing.state == "deleted":
+            if existing.step != 0 or existing.state == AggregationJobState.DELETED:
                 raise DapProblem("invalidMessage", "the aggregation job was continued or "
                                  "deleted", 409, task_id=tid)
             return JobResult(existing.job_id, existing.response, existing.step)
     else:
         existing = tx.find_aggregation_job_by_hash(tid, request_hash)
-        if existing is not None and existing.role == "helper" and existing.state != "deleted":
+        if existing is not None and existing.role == "helper" \
+                and existing.state != AggregationJobState.DELETED:
             return JobResult(existing.job_id, existing.response, existing.step)
     req = task.wire.decode_init_req(task, body)
     batch_id = _check_init_request(task, req)
-    job = AggregationJobRecord(task_id=tid, job_id=job_id or secrets.token_bytes(16),
-                               role="helper", state="active", step=0, agg_param=req.agg_param,
+    job = AggregationJobRecord(task_id=tid, job_id=job_id or rng.token_bytes(16),
+                               role="helper", state=AggregationJobState.ACTIVE, step=0,
+                               agg_param=req.agg_param,
                                batch_id=batch_id, request=body, request_hash=request_hash)
     tx.put_aggregation_job(job)
     if not asynchronous:
@@ -200,7 +206,7 @@ def process_aggregation_job(tx: Transaction, task: AggregatorTask, job: Aggregat
     for ord_, item in enumerate(req.items):
         rid = item.report_id
         rec = ReportAggregationRecord(task.task_id, job.job_id, ord_, rid, item.time,
-                                      "rejected")
+                                      ReportAggregationState.REJECTED)
         records.append(rec)
         error = _init_one(tx, task, keyring, job, item, now, clock_skew)
         if isinstance(error, ReportError):
@@ -213,21 +219,21 @@ def process_aggregation_job(tx: Transaction, task: AggregatorTask, job: Aggregat
             rec.error = int(ReportError.VDAF_VERIFY_ERROR)
             responses.append(_reject(rid, ReportError.VDAF_VERIFY_ERROR))
         elif isinstance(state, FinishedWithOutbound):
-            rec.state = "finished"
+            rec.state = ReportAggregationState.FINISHED
             bucket = bucket_for(task, item.time, job.batch_id)
             to_commit.append((ord_, OutputShare(rid, item.time, bucket, state.out_share)))
             outbound[ord_] = state.outbound
             responses.append(None)
         else:
             assert isinstance(state, Continued)
-            rec.state = "active"
+            rec.state = ReportAggregationState.ACTIVE
             rec.verify_state = vdaf.encode_verify_state(state.verify_state)
             responses.append(Resp(rid, VerifyRespType.CONTINUE, state.outbound))
     failed = commit_output_shares(tx, task, job.agg_param, [s for _, s in to_commit])
     for ord_, committed in to_commit:
         err = failed.get(bytes(committed.report_id))
         if err is not None:
-            records[ord_].state = "rejected"
+            records[ord_].state = ReportAggregationState.REJECTED
             records[ord_].error = int(err)
             responses[ord_] = _reject(committed.report_id, err)
         else:
@@ -235,7 +241,9 @@ def process_aggregation_job(tx: Transaction, task: AggregatorTask, job: Aggregat
                                    outbound[ord_])
     tx.put_report_aggregations(records)
     job.response = task.wire.encode_job_resp([r for r in responses if r is not None])
-    job.state = "active" if any(r.state == "active" for r in records) else "finished"
+    job.state = (AggregationJobState.ACTIVE
+                 if any(r.state == ReportAggregationState.ACTIVE for r in records)
+                 else AggregationJobState.FINISHED)
     tx.update_aggregation_job(job)
 
 
@@ -269,7 +277,7 @@ def _init_one(tx: Transaction, task: AggregatorTask, keyring: Keyring, job: Aggr
 
 def _get_job(tx: Transaction, task: AggregatorTask, job_id: bytes) -> AggregationJobRecord:
     job = tx.get_aggregation_job(task.task_id, job_id)
-    if job is None or job.role != "helper" or job.state == "deleted":
+    if job is None or job.role != "helper" or job.state == AggregationJobState.DELETED:
         raise DapProblem("unrecognizedAggregationJob", "unknown aggregation job", 404,
                          task_id=task.task_id)
     return job
@@ -291,7 +299,7 @@ def continue_aggregation_job(tx: Transaction, task: AggregatorTask, job_id: byte
         raise DapProblem("stepMismatch", f"job is at step {job.step}, request for step "
                          f"{step}", task_id=tid)
     records = tx.get_report_aggregations(tid, job.job_id)
-    active = {r.report_id: r for r in records if r.state == "active"}
+    active = {r.report_id: r for r in records if r.state == ReportAggregationState.ACTIVE}
     ids = [rid for rid, _ in continues]
     if len(set(ids)) != len(ids) or any(i not in active for i in ids):
         raise DapProblem("invalidMessage", "report IDs do not match the job's reports",
@@ -310,7 +318,8 @@ def continue_aggregation_job(tx: Transaction, task: AggregatorTask, job_id: byte
                          b"")
         state = ping_pong_helper_continued(vdaf, ctx, job.agg_param, prev, payload)
         if isinstance(state, Rejected):
-            rec.state, rec.error = "rejected", int(ReportError.VDAF_VERIFY_ERROR)
+            rec.state = ReportAggregationState.REJECTED
+            rec.error = int(ReportError.VDAF_VERIFY_ERROR)
             responses.append(_reject(rec.report_id, ReportError.VDAF_VERIFY_ERROR))
         elif isinstance(state, Continued):
             rec.verify_state = vdaf.encode_verify_state(state.verify_state)
@@ -324,17 +333,17 @@ def continue_aggregation_job(tx: Transaction, task: AggregatorTask, job_id: byte
             responses.append(Resp(rec.report_id, VerifyRespType.FINISH))  # replaced below
         tx.update_report_aggregation(rec)
     for rec in active.values():  # omitted by the Leader: it rejected them
-        rec.state, rec.error = "rejected", int(ReportError.VDAF_VERIFY_ERROR)
+        rec.state, rec.error = ReportAggregationState.REJECTED, int(ReportError.VDAF_VERIFY_ERROR)
         tx.update_report_aggregation(rec)
     failed = commit_output_shares(tx, task, job.agg_param, [s for _, s, _ in to_commit])
     by_id = {r.report_id: i for i, r in enumerate(responses)}
     for rec, _share, out in to_commit:
         err = failed.get(rec.report_id)
         if err is not None:
-            rec.state, rec.error = "rejected", int(err)
+            rec.state, rec.error = ReportAggregationState.REJECTED, int(err)
             responses[by_id[rec.report_id]] = _reject(rec.report_id, err)
         else:
-            rec.state = "finished"
+            rec.state = ReportAggregationState.FINISHED
             responses[by_id[rec.report_id]] = (Resp(rec.report_id, VerifyRespType.CONTINUE,
                                                     out) if out is not None
                                                else Resp(rec.report_id, VerifyRespType.FINISH))
@@ -342,8 +351,9 @@ def continue_aggregation_job(tx: Transaction, task: AggregatorTask, job_id: byte
     job.step = step
     job.last_continue_hash = digest(body)
     job.response = task.wire.encode_job_resp(responses)
-    still_active = any(r.state == "active" for r in tx.get_report_aggregations(tid, job.job_id))
-    job.state = "active" if still_active else "finished"
+    still_active = any(r.state == ReportAggregationState.ACTIVE
+                       for r in tx.get_report_aggregations(tid, job.job_id))
+    job.state = AggregationJobState.ACTIVE if still_active else AggregationJobState.FINISHED
     tx.update_aggregation_job(job)
     return JobResult(job.job_id, job.response, job.step)
 
@@ -361,7 +371,7 @@ def get_aggregation_job(tx: Transaction, task: AggregatorTask, job_id: bytes,
 def delete_aggregation_job(tx: Transaction, task: AggregatorTask, job_id: bytes) -> None:
     """Abandon a job (Section 4.5.5). Replay and collection records are kept."""
     job = _get_job(tx, task, job_id)
-    job.state = "deleted"
+    job.state = AggregationJobState.DELETED
     tx.update_aggregation_job(job)
 
 
@@ -375,17 +385,17 @@ class ShareResult:
 
 
 def create_aggregate_share(tx: Transaction, task: AggregatorTask, body: bytes,
-                           asynchronous: bool) -> ShareResult:
+                           asynchronous: bool, *, rng: Rng) -> ShareResult:
     """Handle a POST to `aggregate_shares` (DAP-18 Section 4.6.4, DAP-09 Section 4.6.2).
     Validation, the batch-mismatch check and marking the batch collected happen here, in
     the request's transaction; computing the (noised) encrypted share happens here too
     unless `asynchronous`, in which case `finish_aggregate_share` does it in the
     background (DP noise is then drawn off the request path; DAP-09 has no asynchronous
-    answer)."""
+    answer). The share job's ID is drawn from `rng`."""
     request_hash = digest(body)
     existing = tx.find_aggregate_share_job_by_hash(task.task_id, request_hash)
     if existing is not None:
-        if existing.state == "failed":
+        if existing.state == AggregateShareJobState.FAILED:
             raise DapProblem(existing.error or "invalidMessage", existing.error_detail or "",
                              task_id=task.task_id)
         return ShareResult(existing.share_id, existing.response)
@@ -403,7 +413,8 @@ def create_aggregate_share(tx: Transaction, task: AggregatorTask, body: bytes,
         raise DapProblem("batchMismatch", f"Helper has {merged.report_count} reports, Leader "
                          f"{req.report_count}, or the checksums differ", task_id=tid)
     _mark_collected(tx, task, req)
-    job = AggregateShareJobRecord(tid, secrets.token_bytes(16), body, request_hash, "start")
+    job = AggregateShareJobRecord(tid, rng.token_bytes(16), body, request_hash,
+                                  AggregateShareJobState.START)
     tx.put_aggregate_share_job(job)
     if not asynchronous:
         finish_aggregate_share(tx, task, job)
@@ -474,7 +485,7 @@ def finish_aggregate_share(tx: Transaction, task: AggregatorTask,
     ciphertext = task.wire.encrypt_agg_share(task, Role.HELPER, req.coll, req.interval,
                                              req.batch_id, encoded)
     job.response = task.wire.encode_agg_share(ciphertext)
-    job.state = "finished"
+    job.state = AggregateShareJobState.FINISHED
     tx.update_aggregate_share_job(job)
 
 
@@ -495,5 +506,5 @@ def delete_aggregate_share(tx: Transaction, task: AggregatorTask, share_id: byte
         raise DapProblem("unrecognizedAggregateShare", "unknown aggregate share", 404,
                          task_id=task.task_id, dap_type=False)
     job.response = None
-    job.state = "deleted"
+    job.state = AggregateShareJobState.DELETED
     tx.update_aggregate_share_job(job)

@@ -7,7 +7,6 @@ the server sends it, and another transaction processes the response.
 
 from __future__ import annotations
 
-import secrets
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -25,14 +24,20 @@ from dap.core.buckets import (
 )
 from dap.core.errors import DapProblem, NotReady
 from dap.core.helper import decrypt_input_share, digest, validate_report
+from dap.core.rand import Rng
 from dap.core.tasks import AggregatorTask, Keyring
 from dap.profiles.dap18.messages import Report
 from dap.storage import (
     AggregationJobRecord,
+    AggregationJobState,
     ClientReportRecord,
     CollectionJobRecord,
+    CollectionJobState,
     LeaderBatchRecord,
+    LeaderBatchState,
     ReportAggregationRecord,
+    ReportAggregationState,
+    ReportState,
     Transaction,
 )
 from vdaf.ping_pong import (
@@ -109,11 +114,11 @@ class JobSizes:
 
 
 def create_aggregation_jobs(tx: Transaction, task: AggregatorTask, keyring: Keyring,
-                            now: float, sizes: JobSizes, clock_skew: int
+                            now: float, sizes: JobSizes, clock_skew: int, *, rng: Rng
                             ) -> list[AggregationJobRecord]:
     """Turn uploaded reports into aggregation jobs. Fewer than `min_job_size` reports
     wait, unless the oldest has waited `straggler_age` seconds (stragglers do not stall
-    collection)."""
+    collection). Job IDs and new leader-selected batch IDs are drawn from `rng`."""
     tid = task.task_id
     reports = tx.list_new_reports(tid, sizes.max_job_size * sizes.jobs_per_pass)
     if not reports:
@@ -131,12 +136,12 @@ def create_aggregation_jobs(tx: Transaction, task: AggregatorTask, keyring: Keyr
         outcome = _leader_init_one(tx, task, keyring, rec, report, vdaf, ctx, verify_key, now,
                                    clock_skew)
         if isinstance(outcome, ReportError):
-            tx.set_report_states(tid, [rec.report_id], "failed", error=int(outcome))
+            tx.set_report_states(tid, [rec.report_id], ReportState.FAILED, error=int(outcome))
         else:
             ready.append((rec, report, outcome))
     jobs = []
-    for batch_id, chunk in _group(tx, task, ready, sizes.max_job_size, now):
-        jobs.append(_store_job(tx, task, batch_id, chunk, now))
+    for batch_id, chunk in _group(tx, task, ready, sizes.max_job_size, now, rng):
+        jobs.append(_store_job(tx, task, batch_id, chunk, now, rng))
     return jobs
 
 
@@ -174,21 +179,21 @@ def _leader_init_one(tx: Transaction, task: AggregatorTask, keyring: Keyring,
 
 def _group(tx: Transaction, task: AggregatorTask,
            ready: list[tuple[ClientReportRecord, Report, Continued]], max_job_size: int,
-           now: float) -> list[tuple[bytes | None, list[tuple[ClientReportRecord, Report,
-                                                              Continued]]]]:
+           now: float, rng: Rng) -> list[tuple[bytes | None, list[tuple[ClientReportRecord,
+                                                                        Report, Continued]]]]:
     """Split reports into jobs: by size for time-interval; for leader-selected, also by
     batch, filling the oldest open batch up to the task's target batch size."""
     if task.batch_mode == BatchMode.TIME_INTERVAL:
         return [(None, ready[i : i + max_job_size]) for i in range(0, len(ready), max_job_size)]
     tid = task.task_id
     groups: list[tuple[bytes | None, list[Any]]] = []
-    batches = tx.list_leader_batches(tid, ("open",))
+    batches = tx.list_leader_batches(tid, (LeaderBatchState.OPEN,))
     capacity = {b.batch_id: _capacity(tx, task, b) for b in batches}
     pos = 0
     while pos < len(ready):
         batch = next((b for b in batches if capacity[b.batch_id] > 0), None)
         if batch is None:
-            batch = LeaderBatchRecord(tid, secrets.token_bytes(32), created_at=now)
+            batch = LeaderBatchRecord(tid, rng.token_bytes(32), created_at=now)
             tx.put_leader_batch(batch)
             batches.append(batch)
             capacity[batch.batch_id] = task.max_batch_size
@@ -210,50 +215,57 @@ def _capacity(tx: Transaction, task: AggregatorTask, batch: LeaderBatchRecord) -
 
 def _store_job(tx: Transaction, task: AggregatorTask, batch_id: bytes | None,
                chunk: Sequence[tuple[ClientReportRecord, Report, Continued]],
-               now: float) -> AggregationJobRecord:
+               now: float, rng: Rng) -> AggregationJobRecord:
     tid = task.task_id
-    job_id = secrets.token_bytes(16)
+    job_id = rng.token_bytes(16)
     body = task.wire.encode_init_req(task, b"", batch_id,
                                      [(report, state.outbound) for _, report, state in chunk])
-    job = AggregationJobRecord(tid, job_id, "leader", "active", 0, b"", batch_id, body,
-                               digest(body), created_at=now, next_attempt_at=now)
+    job = AggregationJobRecord(tid, job_id, "leader", AggregationJobState.ACTIVE, 0, b"",
+                               batch_id, body, digest(body), created_at=now,
+                               next_attempt_at=now)
     tx.put_aggregation_job(job)
     vdaf = task.vdaf
     tx.put_report_aggregations([
-        ReportAggregationRecord(tid, job_id, i, rec.report_id, rec.time, "active",
+        ReportAggregationRecord(tid, job_id, i, rec.report_id, rec.time,
+                                ReportAggregationState.ACTIVE,
                                 vdaf.encode_verify_state(state.verify_state))
         for i, (rec, _, state) in enumerate(chunk)])
-    tx.set_report_states(tid, [rec.report_id for rec, _, _ in chunk], "in_job", job_id)
+    tx.set_report_states(tid, [rec.report_id for rec, _, _ in chunk], ReportState.IN_JOB, job_id)
     return job
 
 
 # -- stepping a job with the Helper (Sections 4.5.2.1, 4.5.4.1) ------------------------------
 
+# A job's reports that still expect an answer from the Helper.
+_UNFINISHED = (ReportAggregationState.ACTIVE, ReportAggregationState.FINISHED_OUTBOUND)
+
 
 def process_aggregation_job_response(tx: Transaction, task: AggregatorTask,
-                                     job: AggregationJobRecord, body: bytes) -> None:
+                                     job: AggregationJobRecord, body: bytes
+                                     ) -> AggregationJobState:
     """Process the Helper's `AggregationJobResp` to the job's current request: commit
     finished output shares, reject what was rejected, and prepare the next request if
-    verification continues. A response that does not match abandons the job."""
+    verification continues. A response that does not match abandons the job. Returns the
+    job's new state."""
     tid = task.task_id
     vdaf = task.vdaf
     ctx = task.task.vdaf_ctx()
     records = [r for r in tx.get_report_aggregations(tid, job.job_id)
-               if r.state in ("active", "finished_outbound")]
+               if r.state in _UNFINISHED]
     try:
         resps = task.wire.decode_job_resp(body)
     except DecodeError as exc:
         abandon_aggregation_job(tx, task, job, f"malformed AggregationJobResp: {exc}")
-        return
+        return job.state
     if [v.report_id for v in resps] != [r.report_id for r in records]:
         abandon_aggregation_job(tx, task, job, "report IDs of the response do not match")
-        return
+        return job.state
     to_commit: list[tuple[ReportAggregationRecord, OutputShare]] = []
     continues: list[tuple[bytes, bytes]] = []
     for rec, vr in zip(records, resps, strict=True):
         if vr.kind == VerifyRespType.REJECT:
-            rec.state, rec.error = "rejected", int(vr.error or 0)
-        elif vr.kind == VerifyRespType.CONTINUE and rec.state == "active":
+            rec.state, rec.error = ReportAggregationState.REJECTED, int(vr.error or 0)
+        elif vr.kind == VerifyRespType.CONTINUE and rec.state == ReportAggregationState.ACTIVE:
             prev = Continued(vdaf.decode_verify_state(rec.verify_state or b""), job.step, b"")
             state = ping_pong_leader_continued(vdaf, ctx, job.agg_param, prev, vr.payload or b"")
             if isinstance(state, Finished):
@@ -264,12 +276,14 @@ def process_aggregation_job_response(tx: Transaction, task: AggregatorTask,
                 rec.verify_state = vdaf.encode_verify_state(state.verify_state)
                 continues.append((rec.report_id, state.outbound))
             elif isinstance(state, FinishedWithOutbound):
-                rec.state = "finished_outbound"
+                rec.state = ReportAggregationState.FINISHED_OUTBOUND
                 rec.verify_state = vdaf.encode_out_share(state.out_share)
                 continues.append((rec.report_id, state.outbound))
             else:
-                rec.state, rec.error = "rejected", int(ReportError.VDAF_VERIFY_ERROR)
-        elif vr.kind == VerifyRespType.FINISH and rec.state == "finished_outbound":
+                rec.state = ReportAggregationState.REJECTED
+                rec.error = int(ReportError.VDAF_VERIFY_ERROR)
+        elif vr.kind == VerifyRespType.FINISH and \
+                rec.state == ReportAggregationState.FINISHED_OUTBOUND:
             out_share = vdaf.decode_out_share(None, rec.verify_state or b"")
             to_commit.append((rec, OutputShare(rec.report_id, rec.time,
                                                bucket_for(task, rec.time, job.batch_id),
@@ -277,25 +291,27 @@ def process_aggregation_job_response(tx: Transaction, task: AggregatorTask,
         else:
             abandon_aggregation_job(tx, task, job, "response type incompatible with the "
                                     "report's state")
-            return
+            return job.state
     failed = commit_output_shares(tx, task, job.agg_param, [s for _, s in to_commit])
     for rec, _share in to_commit:
         err = failed.get(rec.report_id)
-        rec.state, rec.error = ("rejected", int(err)) if err else ("finished", None)
+        rec.state, rec.error = ((ReportAggregationState.REJECTED, int(err)) if err
+                                else (ReportAggregationState.FINISHED, None))
     for rec in records:
         tx.update_report_aggregation(rec)
-    done = [r.report_id for r in records if r.state == "finished"]
-    tx.set_report_states(tid, done, "aggregated", job.job_id)
+    done = [r.report_id for r in records if r.state == ReportAggregationState.FINISHED]
+    tx.set_report_states(tid, done, ReportState.AGGREGATED, job.job_id)
     for rec in records:
-        if rec.state == "rejected":
-            tx.set_report_states(tid, [rec.report_id], "failed", job.job_id, rec.error)
+        if rec.state == ReportAggregationState.REJECTED:
+            tx.set_report_states(tid, [rec.report_id], ReportState.FAILED, job.job_id, rec.error)
     if continues:
         job.step += 1
         job.request = task.wire.encode_continue_req(job.step, continues)
     else:
-        job.state = "finished"
+        job.state = AggregationJobState.FINISHED
     job.attempts = 0
     tx.update_aggregation_job(job)
+    return job.state
 
 
 def abandon_aggregation_job(tx: Transaction, task: AggregatorTask, job: AggregationJobRecord,
@@ -303,30 +319,32 @@ def abandon_aggregation_job(tx: Transaction, task: AggregatorTask, job: Aggregat
     """Abandon a job (Section 4.5.5). Its unfinished reports are not retried: the Helper
     may have committed some of them, and aggregating them again elsewhere could make the
     Aggregators' batches disagree."""
-    job.state = "abandoned"
+    job.state = AggregationJobState.ABANDONED
     job.error = reason
     tx.update_aggregation_job(job)
     pending = [r.report_id for r in tx.get_report_aggregations(task.task_id, job.job_id)
-               if r.state in ("active", "finished_outbound")]
-    tx.set_report_states(task.task_id, pending, "failed", job.job_id)
+               if r.state in _UNFINISHED]
+    tx.set_report_states(task.task_id, pending, ReportState.FAILED, job.job_id)
 
 
 # -- collection (Section 4.6) --------------------------------------------------------------
 
 
 def create_collection_job(tx: Transaction, task: AggregatorTask, body: bytes,
-                          now: float, job_id: bytes | None = None) -> bytes:
+                          now: float, job_id: bytes | None = None, *, rng: Rng) -> bytes:
     """Validate a collection request and create the job.
 
     DAP-18 (POST, Section 4.6.1): a byte-identical request returns the existing job
-    (Section 3.2). DAP-09 (PUT, Section 4.6.1): the Collector chose `job_id`; the same ID
-    with the same request is the same job, with another request an error."""
+    (Section 3.2); a new job's ID is drawn from `rng`. DAP-09 (PUT, Section 4.6.1): the
+    Collector chose `job_id`; the same ID with the same request is the same job, with
+    another request an error."""
     tid = task.task_id
     request_hash = digest(body)
     if job_id is not None:
         existing = tx.get_collection_job(tid, job_id)
         if existing is not None:
-            if existing.request_hash != request_hash or existing.state == "deleted":
+            if existing.request_hash != request_hash or \
+                    existing.state == CollectionJobState.DELETED:
                 raise DapProblem("invalidMessage", "the collection job exists with another "
                                  "request", 409, task_id=tid)
             return existing.job_id
@@ -350,21 +368,21 @@ def create_collection_job(tx: Transaction, task: AggregatorTask, body: bytes,
     batch_id = None
     if req.batch_id is not None:
         # DAP-09 by_batch_id: a batch the Leader made (Section 4.6.5.2.1).
-        known = {b.batch_id: b for b in tx.list_leader_batches(tid, ("open", "collecting",
-                                                                     "collected"))}
+        known = {b.batch_id: b for b in tx.list_leader_batches(tid, tuple(LeaderBatchState))}
         batch = known.get(req.batch_id)
         if batch is None:
             raise DapProblem("batchInvalid", "unknown batch ID", task_id=tid)
-        if batch.state != "open" or tx.is_bucket_collected(tid, req.batch_id):
+        if batch.state != LeaderBatchState.OPEN or tx.is_bucket_collected(tid, req.batch_id):
             # Prio3 has one aggregation parameter: a collected batch has been queried as
             # often as DAP-09 Section 4.6.5 allows, whatever max_batch_query_count is.
             raise DapProblem("batchQueriedTooManyTimes", "the batch was already collected",
                              task_id=tid)
-        batch.state = "collecting"
+        batch.state = LeaderBatchState.COLLECTING
         tx.update_leader_batch(batch)
         batch_id = req.batch_id
-    job = CollectionJobRecord(tid, job_id or secrets.token_bytes(16), body, request_hash,
-                              "start", batch_id=batch_id, created_at=now, next_attempt_at=now)
+    job = CollectionJobRecord(tid, job_id or rng.token_bytes(16), body, request_hash,
+                              CollectionJobState.START, batch_id=batch_id, created_at=now,
+                              next_attempt_at=now)
     tx.put_collection_job(job)
     return job.job_id
 
@@ -391,7 +409,7 @@ def prepare_collection(tx: Transaction, task: AggregatorTask, job: CollectionJob
         interval = req.interval
         assert interval is not None
         sel_interval = interval
-        if job.state == "start":
+        if job.state == CollectionJobState.START:
             if tx.interval_overlaps_collected(tid, int(interval.start), interval.end):
                 # Another job froze an overlapping interval since this one was created.
                 fail_collection(tx, job, "batchOverlap",
@@ -401,9 +419,10 @@ def prepare_collection(tx: Transaction, task: AggregatorTask, job: CollectionJob
             # aggregation job touching the interval may be in flight (Section 4.6.1: the
             # Leader MUST first complete overlapping aggregation jobs). The check and the
             # freeze below are one transaction, so no job can start in between.
-            pending = tx.count_reports(tid, ("new",), int(interval.start), interval.end,
+            pending = tx.count_reports(tid, (ReportState.NEW,), int(interval.start), interval.end,
                                        created_before=job.created_at + 1)
-            pending += tx.count_reports(tid, ("in_job",), int(interval.start), interval.end)
+            pending += tx.count_reports(tid, (ReportState.IN_JOB,), int(interval.start),
+                                        interval.end)
             if pending:
                 return None
             records = buckets_of_interval(tx, task, interval, req.agg_param)
@@ -422,16 +441,16 @@ def prepare_collection(tx: Transaction, task: AggregatorTask, job: CollectionJob
         assert job.batch_id is not None
         batch_id = job.batch_id
         sel_batch = batch_id
-        if job.state == "start":
+        if job.state == CollectionJobState.START:
             if tx.count_active_aggregation_jobs(tid, batch_id=batch_id):
                 return None
             records = [r for r in tx.list_buckets(tid, [batch_id]) if r.agg_param == req.agg_param]
             merged = merge_buckets(task, req.agg_param, records)
             if merged.report_count < task.task.min_batch_size:
                 # Rejections left the batch short: let it take more reports.
-                for b in tx.list_leader_batches(tid, ("collecting",)):
+                for b in tx.list_leader_batches(tid, (LeaderBatchState.COLLECTING,)):
                     if b.batch_id == batch_id:
-                        b.state = "open"
+                        b.state = LeaderBatchState.OPEN
                         tx.update_leader_batch(b)
                 if req.batch_id is None:  # by_batch_id (DAP-09) stays with its batch
                     job.batch_id = None
@@ -443,8 +462,8 @@ def prepare_collection(tx: Transaction, task: AggregatorTask, job: CollectionJob
                 r for r in tx.list_buckets(tid, [batch_id]) if r.agg_param == req.agg_param])
     body = task.wire.encode_share_req(task, req, sel_interval, sel_batch, merged.report_count,
                                       merged.checksum)
-    if job.state == "start":
-        job.state = "collecting"
+    if job.state == CollectionJobState.START:
+        job.state = CollectionJobState.COLLECTING
         tx.update_collection_job(job)
     return ShareRequest(body, merged)
 
@@ -452,11 +471,11 @@ def prepare_collection(tx: Transaction, task: AggregatorTask, job: CollectionJob
 def _choose_batch(tx: Transaction, task: AggregatorTask, job: CollectionJobRecord) -> bool:
     """Leader-selected: pick the oldest open batch that can reach min_batch_size."""
     tid = task.task_id
-    for batch in tx.list_leader_batches(tid, ("open",)):
+    for batch in tx.list_leader_batches(tid, (LeaderBatchState.OPEN,)):
         committed = sum(b.report_count for b in tx.list_buckets(tid, [batch.batch_id]))
         in_flight = tx.count_reports_in_active_jobs(tid, batch.batch_id)
         if committed + in_flight >= task.task.min_batch_size:
-            batch.state = "collecting"
+            batch.state = LeaderBatchState.COLLECTING
             tx.update_leader_batch(batch)
             job.batch_id = batch.batch_id
             tx.update_collection_job(job)
@@ -467,7 +486,7 @@ def _choose_batch(tx: Transaction, task: AggregatorTask, job: CollectionJobRecor
 def _maybe_give_up(tx: Transaction, task: AggregatorTask, job: CollectionJobRecord, now: float,
                    give_up_after: float | None, count: int) -> None:
     if give_up_after is not None and now - job.created_at > give_up_after:
-        job.state = "failed"
+        job.state = CollectionJobState.FAILED
         job.error = "invalidBatchSize"
         job.error_detail = (f"{count} reports after {give_up_after:.0f} s, fewer than "
                             f"min_batch_size {task.task.min_batch_size}")
@@ -492,17 +511,17 @@ def finish_collection(tx: Transaction, task: AggregatorTask, job: CollectionJobR
     merged = share_request.merged
     job.response = task.wire.encode_collection(task, req, job.batch_id, merged.report_count,
                                                merged.interval, leader_ct, helper_ct)
-    job.state = "finished"
+    job.state = CollectionJobState.FINISHED
     tx.update_collection_job(job)
     if job.batch_id is not None:
-        for b in tx.list_leader_batches(task.task_id, ("collecting",)):
+        for b in tx.list_leader_batches(task.task_id, (LeaderBatchState.COLLECTING,)):
             if b.batch_id == job.batch_id:
-                b.state = "collected"
+                b.state = LeaderBatchState.COLLECTED
                 tx.update_leader_batch(b)
 
 
 def fail_collection(tx: Transaction, job: CollectionJobRecord, token: str, detail: str) -> None:
-    job.state = "failed"
+    job.state = CollectionJobState.FAILED
     job.error = token
     job.error_detail = detail
     tx.update_collection_job(job)
@@ -514,26 +533,26 @@ def release_refused_collection(tx: Transaction, task: AggregatorTask,
     rolled back, so it did not collect the batch, and the Leader released nothing. Fail
     the job and unfreeze the batch, so that its reports can still be collected later
     (rather than being refused as `batch_collected` forever)."""
-    if job.state == "collecting":
+    if job.state == CollectionJobState.COLLECTING:
         req = task.wire.decode_collection_req(task, job.request)
         if req.interval is not None:
             interval = req.interval
             tx.unmark_interval_collected(task.task_id, int(interval.start), interval.end)
         elif job.batch_id is not None:
             tx.unmark_buckets_collected(task.task_id, [job.batch_id])
-            for b in tx.list_leader_batches(task.task_id, ("collecting",)):
+            for b in tx.list_leader_batches(task.task_id, (LeaderBatchState.COLLECTING,)):
                 if b.batch_id == job.batch_id:
-                    b.state = "open"
+                    b.state = LeaderBatchState.OPEN
                     tx.update_leader_batch(b)
     fail_collection(tx, job, token, detail)
 
 
 def get_collection_job(tx: Transaction, task: AggregatorTask, job_id: bytes) -> bytes:
     job = tx.get_collection_job(task.task_id, job_id)
-    if job is None or job.state == "deleted":
+    if job is None or job.state == CollectionJobState.DELETED:
         raise DapProblem("unrecognizedCollectionJob", "unknown collection job", 404,
                          task_id=task.task_id, dap_type=False)
-    if job.state == "failed":
+    if job.state == CollectionJobState.FAILED:
         raise DapProblem(job.error or "invalidMessage", job.error_detail or "",
                          task_id=task.task_id)
     if job.response is None:
@@ -544,17 +563,17 @@ def get_collection_job(tx: Transaction, task: AggregatorTask, job_id: bytes) -> 
 def delete_collection_job(tx: Transaction, task: AggregatorTask, job_id: bytes) -> None:
     """Section 4.6.3: discard the job; the batch stays collected if it was."""
     job = tx.get_collection_job(task.task_id, job_id)
-    if job is None or job.state == "deleted":
+    if job is None or job.state == CollectionJobState.DELETED:
         raise DapProblem("unrecognizedCollectionJob", "unknown collection job", 404,
                          task_id=task.task_id, dap_type=False)
-    job.state = "deleted"
+    job.state = CollectionJobState.DELETED
     job.response = None
     tx.update_collection_job(job)
     if job.batch_id is not None:
-        for b in tx.list_leader_batches(task.task_id, ("collecting",)):
+        for b in tx.list_leader_batches(task.task_id, (LeaderBatchState.COLLECTING,)):
             if b.batch_id == job.batch_id and not tx.is_bucket_collected(task.task_id,
                                                                          b.batch_id):
-                b.state = "open"
+                b.state = LeaderBatchState.OPEN
                 tx.update_leader_batch(b)
 
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import secrets
 import time
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -12,11 +11,12 @@ from typing import Any
 from dap.codec import DecodeError
 from dap.common import BatchMode, HpkeConfig, HpkeConfigList, Role
 from dap.core.errors import DapProblem
+from dap.core.rand import Rng
 from dap.core.wire import Wire
 from dap.hpke import HpkeKeypair, generate_keypair
 from dap.profiles import Profile, get_profile
-from dap.profiles.dap18.task import TaskError
-from dap.storage import HpkeKeyRecord, TaskRecord, Transaction
+from dap.storage import HpkeKeyRecord, HpkeKeyState, TaskRecord, Transaction
+from dap.task import DapTask, TaskError
 
 
 @dataclass(frozen=True)
@@ -44,7 +44,7 @@ class AggregatorTask:
     """A task as one Aggregator holds it: the agreed configuration and its secrets."""
 
     record: TaskRecord
-    task: Any                       # dap.profiles.dap18.task.Task (DAP-18) or dap.profiles.dap09.task.Task09
+    task: DapTask                   # the task of its profile (dap.task.DapTask)
     role: Role
     options: TaskOptions
     collector_hpke_config: HpkeConfig
@@ -160,7 +160,7 @@ class TaskCache:
 
 # -- HPKE keys: add (pending), make active, retire (expired), delete -----------------------
 
-HPKE_STATES = ("pending", "active", "expired")
+HPKE_STATES = tuple(state.value for state in HpkeKeyState)  # for messages and validation
 
 
 class Keyring:
@@ -179,7 +179,7 @@ class Keyring:
         return cls(tx.list_hpke_keys())
 
     def config_list(self) -> HpkeConfigList:
-        active = [r for r in self.records if r.state == "active"]
+        active = [r for r in self.records if r.state == HpkeKeyState.ACTIVE]
         active.sort(key=lambda r: -r.created_at)
         if not active:
             raise DapProblem("serviceUnavailable", "no active HPKE configuration", 503,
@@ -190,9 +190,11 @@ class Keyring:
         return self.keypairs.get(config_id)
 
 
-def add_hpke_key(tx: Transaction, state: str = "active", config_id: int | None = None,
-                 **suite: Any) -> HpkeKeyRecord:
-    """Generate a key pair and store it (rotation step 1, or a first key)."""
+def add_hpke_key(tx: Transaction, state: str = HpkeKeyState.ACTIVE,
+                 config_id: int | None = None, *,
+                 rng: Rng, **suite: Any) -> HpkeKeyRecord:
+    """Generate a key pair and store it (rotation step 1, or a first key). A config ID
+    not given is chosen among the free ones, and the key pair derived, with `rng`."""
     if state not in HPKE_STATES:
         raise ValueError(f"state must be one of {HPKE_STATES}")
     used = {r.config_id for r in tx.list_hpke_keys()}
@@ -200,9 +202,9 @@ def add_hpke_key(tx: Transaction, state: str = "active", config_id: int | None =
         free = [i for i in range(256) if i not in used]
         if not free:
             raise ValueError("all 256 HPKE config ids are in use")
-        config_id = secrets.choice(free)
-    keypair = generate_keypair(config_id, **suite)
-    record = HpkeKeyRecord(config_id, keypair.config.encode(), keypair.private_key, state,
-                           time.time())
+        config_id = rng.choice(free)
+    keypair = generate_keypair(config_id, random_bytes=rng.token_bytes, **suite)
+    record = HpkeKeyRecord(config_id, keypair.config.encode(), keypair.private_key,
+                           HpkeKeyState(state), time.time())
     tx.put_hpke_key(record)
     return record

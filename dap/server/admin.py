@@ -28,7 +28,7 @@ from dap.core.errors import DapProblem
 from dap.core.tasks import HPKE_STATES, AggregatorTask, add_hpke_key
 from dap.hpke import Aead, Kdf, Kem
 from dap.server.common import b64url, state
-from dap.storage import TaskRecord
+from dap.storage import HpkeKeyState, TaskRecord
 
 
 def _check_admin(request: web.Request) -> None:
@@ -153,8 +153,9 @@ async def post_key(request: web.Request) -> web.StreamResponse:
     st = state(request)
     with st.datastore.transaction() as tx:
         try:
-            record = add_hpke_key(tx, data.get("state", "pending"), data.get("config_id"),
-                                  **suite)
+            record = add_hpke_key(tx, data.get("state", HpkeKeyState.PENDING),
+                                  data.get("config_id"),
+                                  rng=st.rng, **suite)
         except ValueError as exc:
             raise DapProblem("badRequest", str(exc), 400, dap_type=False) from None
     st.invalidate_keyring()
@@ -172,7 +173,8 @@ async def put_key(request: web.Request) -> web.StreamResponse:
     st = state(request)
     with st.datastore.transaction() as tx:
         try:
-            tx.set_hpke_key_state(int(request.match_info["config_id"]), new_state)
+            tx.set_hpke_key_state(int(request.match_info["config_id"]),
+                                  HpkeKeyState(new_state))
         except Exception as exc:  # noqa: BLE001 - StorageError or a bad id
             raise DapProblem("notFound", str(exc), 404, dap_type=False) from None
     st.invalidate_keyring()

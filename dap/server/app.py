@@ -18,6 +18,7 @@ from aiohttp import web
 
 from dap.common import TaskID
 from dap.core.errors import DapProblem
+from dap.core.rand import OS_RNG, Rng
 from dap.core.tasks import add_hpke_key
 from dap.profiles import DEFAULT_PROFILE, get_profile
 from dap.server import admin
@@ -25,7 +26,7 @@ from dap.server import helper as helper_routes
 from dap.server import leader as leader_routes
 from dap.server.common import CONFIG_KEY, STATE_KEY, AppState, problem_middleware, state
 from dap.server.config import AggregatorConfig
-from dap.storage import Datastore
+from dap.storage import Datastore, HpkeKeyState
 from dap.storage.sqlite import SqliteDatastore
 
 log = logging.getLogger("ppm.server")
@@ -59,21 +60,22 @@ async def get_hpke_config(request: web.Request) -> web.StreamResponse:
     })
 
 
-def ensure_hpke_key(datastore: Datastore) -> None:
+def ensure_hpke_key(datastore: Datastore, rng: Rng) -> None:
     """A fresh aggregator gets one active X25519 key."""
     with datastore.transaction() as tx:
-        if not [k for k in tx.list_hpke_keys() if k.state == "active"]:
-            add_hpke_key(tx, "active")
+        if not [k for k in tx.list_hpke_keys() if k.state == HpkeKeyState.ACTIVE]:
+            add_hpke_key(tx, HpkeKeyState.ACTIVE, rng=rng)
 
 
 def build_app(config: AggregatorConfig, datastore: Datastore | None = None,
               clock: Callable[[], float] = time.time,
-              background: bool = True) -> web.Application:
+              background: bool = True, rng: Rng = OS_RNG) -> web.Application:
     """The Leader's or Helper's application. With `background`, its worker starts with
-    the app (and is cancelled on shutdown)."""
+    the app (and is cancelled on shutdown). `rng` is all the randomness the protocol
+    core draws (IDs, HPKE keys); the OS CSPRNG unless a test passes a seeded one."""
     ds = datastore or SqliteDatastore(config.datastore, config.sqlite_synchronous)
-    ensure_hpke_key(ds)
-    st = AppState(config, ds, clock)
+    ensure_hpke_key(ds, rng)
+    st = AppState(config, ds, clock, rng)
     app = web.Application(middlewares=[problem_middleware], client_max_size=256 * 1024 * 1024)
     app[CONFIG_KEY] = config
     app[STATE_KEY] = st

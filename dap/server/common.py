@@ -14,6 +14,7 @@ from aiohttp import web
 
 from dap.common import Role, TaskID
 from dap.core.errors import DapProblem
+from dap.core.rand import OS_RNG, Rng
 from dap.core.tasks import AggregatorTask, Keyring, TaskCache
 from dap.problems import PROBLEM_MEDIA_TYPE
 from dap.profiles import DEFAULT_PROFILE, Profile
@@ -29,14 +30,16 @@ STATE_KEY: web.AppKey[AppState] = web.AppKey("state", object)  # type: ignore[ar
 
 
 class AppState:
-    """Per-app objects: datastore, task cache, clock (injectable for tests)."""
+    """Per-app objects: datastore, task cache, clock and randomness (both injectable for
+    tests: the handlers and background workers pass `rng` to the protocol core)."""
 
     def __init__(self, config: AggregatorConfig, datastore: Datastore,
-                 clock: Callable[[], float] = time.time) -> None:
+                 clock: Callable[[], float] = time.time, rng: Rng = OS_RNG) -> None:
         self.config = config
         self.datastore = datastore
         self.tasks = TaskCache()
         self.clock = clock
+        self.rng = rng
         self._keyring: Keyring | None = None
         self._keyring_at = 0.0
 

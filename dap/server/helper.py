@@ -23,6 +23,7 @@ from dap.server.common import (
     state,
     task_id_param,
 )
+from dap.storage import AggregateShareJobState, AggregationJobState
 
 log = logging.getLogger("ppm.helper")
 WAKE_KEY: web.AppKey[asyncio.Event] = web.AppKey("helper_wake", asyncio.Event)
@@ -43,7 +44,7 @@ async def post_aggregation_jobs(request: web.Request) -> web.StreamResponse:
     asynchronous = st.config.async_helper
     with st.datastore.transaction() as tx:
         result = core.create_aggregation_job(tx, task, body, asynchronous, keyring, st.clock(),
-                                             st.config.clock_skew)
+                                             st.config.clock_skew, rng=st.rng)
     location = f"{request.path}/{b64url(result.job_id)}"
     if result.response is None:
         request.app[WAKE_KEY].set()
@@ -63,7 +64,7 @@ async def put_aggregation_job(request: web.Request) -> web.StreamResponse:
     keyring = st.keyring()
     with st.datastore.transaction() as tx:
         result = core.create_aggregation_job(tx, task, body, False, keyring, st.clock(),
-                                             st.config.clock_skew, job_id=job_id)
+                                             st.config.clock_skew, job_id=job_id, rng=st.rng)
     assert result.response is not None
     return message_response(task, "AggregationJobResp", result.response,
                             task.wire.statuses["aggregation_job_init"])
@@ -128,7 +129,7 @@ async def post_aggregate_shares(request: web.Request) -> web.StreamResponse:
     asynchronous = "aggregate_share_poll" in task.profile.requests and (
         st.config.async_aggregate_shares or task.dp_policy is not None)
     with st.datastore.transaction() as tx:
-        result = core.create_aggregate_share(tx, task, body, asynchronous)
+        result = core.create_aggregate_share(tx, task, body, asynchronous, rng=st.rng)
     location = f"{request.path}/{b64url(result.share_id)}"
     if result.response is None:
         request.app[WAKE_KEY].set()
@@ -203,12 +204,13 @@ def run_pending(st: AppState) -> bool:
         jobs = [j for j in tx.acquire_aggregation_jobs("helper", now,
                                                        min(30.0, st.config.job_lease), 8)
                 if j.response is None]
-        shares = tx.list_aggregate_share_jobs(("start",))
+        shares = tx.list_aggregate_share_jobs((AggregateShareJobState.START,))
     for job in jobs:
         task = st.task(job.task_id, Role.HELPER)
         with st.datastore.transaction() as tx:
             fresh = tx.get_aggregation_job(job.task_id, job.job_id)
-            if fresh is not None and fresh.response is None and fresh.state == "active":
+            if fresh is not None and fresh.response is None \
+                    and fresh.state == AggregationJobState.ACTIVE:
                 core.process_aggregation_job(tx, task, fresh, keyring, now,
                                              st.config.clock_skew)
                 fresh.lease_expiry = 0.0
@@ -218,7 +220,7 @@ def run_pending(st: AppState) -> bool:
         task = st.task(share.task_id, Role.HELPER)
         with st.datastore.transaction() as tx:
             fresh_share = tx.get_aggregate_share_job(share.task_id, share.share_id)
-            if fresh_share is not None and fresh_share.state == "start":
+            if fresh_share is not None and fresh_share.state == AggregateShareJobState.START:
                 core.finish_aggregate_share(tx, task, fresh_share)
         done = True
     return done

@@ -37,10 +37,17 @@ from dap.server.common import (
     state,
     task_id_param,
 )
-from dap.storage import AggregationJobRecord, CollectionJobRecord
+from dap.storage import (
+    AggregationJobRecord,
+    AggregationJobState,
+    CollectionJobRecord,
+    CollectionJobState,
+)
 
 log = logging.getLogger("ppm.leader")
 WAKE_KEY: web.AppKey[asyncio.Event] = web.AppKey("leader_wake", asyncio.Event)
+# Collection jobs the background worker still drives.
+_PENDING_COLLECTION = (CollectionJobState.START, CollectionJobState.COLLECTING)
 
 
 async def put_or_post_reports(request: web.Request) -> web.StreamResponse:
@@ -69,7 +76,7 @@ async def post_collection_jobs(request: web.Request) -> web.StreamResponse:
     authenticate(request, task, collector=True)
     body = await read_body(request, task, "CollectionJobReq")
     with st.datastore.transaction() as tx:
-        job_id = core.create_collection_job(tx, task, body, st.clock())
+        job_id = core.create_collection_job(tx, task, body, st.clock(), rng=st.rng)
     request.app[WAKE_KEY].set()
     return not_ready_response(st.config, f"{request.path}/{b64url(job_id)}", status=201)
 
@@ -84,7 +91,7 @@ async def put_collection_job(request: web.Request) -> web.StreamResponse:
     job_id = id_param(request, "job_id", 16, "unrecognizedCollectionJob")
     body = await read_body(request, task, "CollectionReq")
     with st.datastore.transaction() as tx:
-        core.create_collection_job(tx, task, body, st.clock(), job_id=job_id)
+        core.create_collection_job(tx, task, body, st.clock(), job_id=job_id, rng=st.rng)
     request.app[WAKE_KEY].set()
     return web.Response(status=201)
 
@@ -193,7 +200,7 @@ class LeaderWorker:
             task = st.task(tid, Role.LEADER)
             with st.datastore.transaction() as tx:
                 created += len(core.create_aggregation_jobs(tx, task, keyring, st.clock(), sizes,
-                                                            cfg.clock_skew))
+                                                            cfg.clock_skew, rng=st.rng))
         return created > 0
 
     # stepping aggregation jobs
@@ -255,14 +262,15 @@ class LeaderWorker:
         if 200 <= status < 300 and content:
             with st.datastore.transaction() as tx:
                 fresh = tx.get_aggregation_job(job.task_id, job.job_id)
-                if fresh is None or fresh.state != "active" or fresh.step != job.step \
+                if fresh is None or fresh.state != AggregationJobState.ACTIVE \
+                        or fresh.step != job.step \
                         or fresh.request != job.request:
                     return  # a late answer to a step another worker already processed
                 fresh.helper_url = job.helper_url
                 fresh.response = None
                 fresh.lease_expiry = 0.0
-                core.process_aggregation_job_response(tx, task, fresh, content)
-                abandoned = fresh.state == "abandoned"
+                new_state = core.process_aggregation_job_response(tx, task, fresh, content)
+                abandoned = new_state == AggregationJobState.ABANDONED
             if abandoned:
                 await self._delete_helper_job(task, job)
             self.app[WAKE_KEY].set()
@@ -271,7 +279,7 @@ class LeaderWorker:
             delay = _retry_after(retry_after, st.config.retry_after)
             with st.datastore.transaction() as tx:
                 fresh = tx.get_aggregation_job(job.task_id, job.job_id)
-                if fresh is None or fresh.state != "active":
+                if fresh is None or fresh.state != AggregationJobState.ACTIVE:
                     return
                 fresh.helper_url = job.helper_url
                 fresh.response = b"poll" if job.helper_url else None
@@ -284,7 +292,7 @@ class LeaderWorker:
         else:
             with st.datastore.transaction() as tx:
                 fresh = tx.get_aggregation_job(job.task_id, job.job_id)
-                if fresh is not None and fresh.state == "active":
+                if fresh is not None and fresh.state == AggregationJobState.ACTIVE:
                     core.abandon_aggregation_job(tx, task, fresh,
                                                  f"Helper answered {status}: "
                                                  f"{_problem_text(content)}")
@@ -295,7 +303,7 @@ class LeaderWorker:
         log.info("aggregation job %s: will retry (%s)", job.job_id.hex(), reason)
         with st.datastore.transaction() as tx:
             fresh = tx.get_aggregation_job(job.task_id, job.job_id)
-            if fresh is None or fresh.state != "active":
+            if fresh is None or fresh.state != AggregationJobState.ACTIVE:
                 return
             fresh.attempts += 1
             fresh.error = reason
@@ -322,7 +330,7 @@ class LeaderWorker:
     async def drive_collections(self) -> bool:
         st = self.st
         with st.datastore.transaction() as tx:
-            jobs = tx.list_collection_jobs(("start", "collecting"), st.clock())
+            jobs = tx.list_collection_jobs(_PENDING_COLLECTION, st.clock())
         progressed = False
         for job in jobs:
             progressed = await self._drive_collection(job) or progressed
@@ -333,12 +341,12 @@ class LeaderWorker:
         task = st.task(job.task_id, Role.LEADER)
         with st.datastore.transaction() as tx:
             fresh = tx.get_collection_job(job.task_id, job.job_id)
-            if fresh is None or fresh.state not in ("start", "collecting"):
+            if fresh is None or fresh.state not in _PENDING_COLLECTION:
                 return False
             share_request = core.prepare_collection(tx, task, fresh, st.clock(),
                                                     st.config.collection_give_up_after)
             if share_request is None:
-                if fresh.state in ("start", "collecting"):
+                if fresh.state in _PENDING_COLLECTION:
                     fresh.next_attempt_at = st.clock() + st.config.worker_interval * 4
                     tx.update_collection_job(fresh)
                 return False
@@ -365,7 +373,7 @@ class LeaderWorker:
         if 200 <= status < 300 and content:
             with st.datastore.transaction() as tx:
                 fresh = tx.get_collection_job(job.task_id, job.job_id)
-                if fresh is not None and fresh.state == "collecting":
+                if fresh is not None and fresh.state == CollectionJobState.COLLECTING:
                     core.finish_collection(tx, task, fresh, share_request, content)
             self.share_locations.pop(job.job_id, None)
             return True
@@ -383,7 +391,7 @@ class LeaderWorker:
         token, detail = _problem_token(content, status, task.profile)
         with st.datastore.transaction() as tx:
             fresh = tx.get_collection_job(job.task_id, job.job_id)
-            if fresh is not None and fresh.state in ("start", "collecting"):
+            if fresh is not None and fresh.state in _PENDING_COLLECTION:
                 core.release_refused_collection(tx, task, fresh, token, f"Helper: {detail}")
         return True
 

@@ -8,6 +8,13 @@ so that a PostgreSQL backend can follow (several replicas then coordinate throug
 leases, see `lease_*` on jobs).
 
 Backends: `dap.storage.sqlite.SqliteDatastore` (embedded, the default).
+
+States. The state of each record is a `StrEnum` defined here, beside the record that
+holds it (the storage layer is below the protocol core and the servers, so both can
+import them, and a backend may name them in its queries). A member is a `str` equal to
+its value, so what is stored is byte-identical to the former string literals and existing
+datastores keep working; records read back are converted to the enum (`__post_init__`),
+which also refuses an unknown stored value.
 """
 
 from __future__ import annotations
@@ -15,11 +22,75 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
+from enum import StrEnum
 from typing import Protocol
 
 
 class StorageError(Exception):
     """A datastore failure (not a protocol error)."""
+
+
+class HpkeKeyState(StrEnum):
+    """`HpkeKeyRecord.state` (rotation: pending -> active -> expired -> deleted)."""
+
+    PENDING = "pending"             # decrypts, not advertised yet
+    ACTIVE = "active"               # advertised in hpke_config
+    EXPIRED = "expired"             # no longer advertised, still decrypts
+
+
+class ReportState(StrEnum):
+    """`ClientReportRecord.state`: a report uploaded to the Leader."""
+
+    NEW = "new"                     # waiting for an aggregation job
+    IN_JOB = "in_job"               # in an active aggregation job
+    AGGREGATED = "aggregated"       # its output share is committed
+    FAILED = "failed"               # rejected (see `error`) or its job abandoned
+
+
+class AggregationJobState(StrEnum):
+    """`AggregationJobRecord.state` (Leader and Helper)."""
+
+    ACTIVE = "active"
+    FINISHED = "finished"
+    ABANDONED = "abandoned"         # Leader: given up (Section 4.5.5)
+    DELETED = "deleted"             # Helper: deleted by the Leader
+
+
+class ReportAggregationState(StrEnum):
+    """`ReportAggregationRecord.state`: one report in one aggregation job."""
+
+    ACTIVE = "active"               # verification continues (verify_state is stored)
+    FINISHED_OUTBOUND = "finished_outbound"  # Leader: finished, last message not yet
+    #                                          acknowledged (verify_state: the out share)
+    FINISHED = "finished"           # output share committed
+    REJECTED = "rejected"           # see `error`
+
+
+class CollectionJobState(StrEnum):
+    """`CollectionJobRecord.state` (Leader)."""
+
+    START = "start"                 # waiting for its batch
+    COLLECTING = "collecting"       # batch frozen, AggregateShareReq sent to the Helper
+    FINISHED = "finished"
+    FAILED = "failed"
+    DELETED = "deleted"
+
+
+class AggregateShareJobState(StrEnum):
+    """`AggregateShareJobRecord.state` (Helper)."""
+
+    START = "start"                 # batch collected, share not yet computed
+    FINISHED = "finished"
+    FAILED = "failed"
+    DELETED = "deleted"
+
+
+class LeaderBatchState(StrEnum):
+    """`LeaderBatchRecord.state` (Leader, leader-selected batch mode)."""
+
+    OPEN = "open"                   # takes reports
+    COLLECTING = "collecting"       # chosen by a collection job
+    COLLECTED = "collected"
 
 
 @dataclass
@@ -42,8 +113,11 @@ class HpkeKeyRecord:
     config_id: int
     config: bytes                   # encoded HpkeConfig
     private_key: bytes
-    state: str                      # "pending" (published soon), "active", "expired"
+    state: HpkeKeyState
     created_at: float = 0.0
+
+    def __post_init__(self) -> None:
+        self.state = HpkeKeyState(self.state)
 
 
 @dataclass
@@ -54,10 +128,13 @@ class ClientReportRecord:
     report_id: bytes
     time: int
     report: bytes                   # encoded Report
-    state: str = "new"              # "new", "in_job", "aggregated", "failed"
+    state: ReportState = ReportState.NEW
     aggregation_job_id: bytes | None = None
     error: int | None = None
     created_at: float = 0.0
+
+    def __post_init__(self) -> None:
+        self.state = ReportState(self.state)
 
 
 @dataclass
@@ -65,7 +142,7 @@ class AggregationJobRecord:
     task_id: bytes
     job_id: bytes
     role: str
-    state: str                      # "active", "finished", "abandoned", "deleted"
+    state: AggregationJobState
     step: int
     agg_param: bytes
     batch_id: bytes | None = None   # leader-selected batch mode
@@ -80,6 +157,9 @@ class AggregationJobRecord:
     error: str | None = None
     created_at: float = 0.0
 
+    def __post_init__(self) -> None:
+        self.state = AggregationJobState(self.state)
+
 
 @dataclass
 class ReportAggregationRecord:
@@ -88,9 +168,12 @@ class ReportAggregationRecord:
     ord: int
     report_id: bytes
     time: int
-    state: str                      # "active", "finished", "rejected"
+    state: ReportAggregationState
     verify_state: bytes | None = None
     error: int | None = None
+
+    def __post_init__(self) -> None:
+        self.state = ReportAggregationState(self.state)
 
 
 @dataclass
@@ -114,7 +197,7 @@ class CollectionJobRecord:
     job_id: bytes
     request: bytes                  # encoded CollectionJobReq
     request_hash: bytes
-    state: str                      # "start", "finished", "failed", "deleted"
+    state: CollectionJobState
     batch_id: bytes | None = None   # leader-selected: chosen batch
     response: bytes | None = None   # encoded CollectionJobResp
     error: str | None = None        # problem type token
@@ -123,6 +206,9 @@ class CollectionJobRecord:
     next_attempt_at: float = 0.0
     created_at: float = 0.0
 
+    def __post_init__(self) -> None:
+        self.state = CollectionJobState(self.state)
+
 
 @dataclass
 class AggregateShareJobRecord:
@@ -130,11 +216,14 @@ class AggregateShareJobRecord:
     share_id: bytes
     request: bytes                  # encoded AggregateShareReq
     request_hash: bytes
-    state: str                      # "start", "finished", "failed"
+    state: AggregateShareJobState
     response: bytes | None = None   # encoded AggregateShare
     error: str | None = None
     error_detail: str | None = None
     created_at: float = 0.0
+
+    def __post_init__(self) -> None:
+        self.state = AggregateShareJobState(self.state)
 
 
 @dataclass
@@ -144,8 +233,11 @@ class LeaderBatchRecord:
     task_id: bytes
     batch_id: bytes
     assigned: int = 0               # reports put into aggregation jobs for this batch
-    state: str = "open"             # "open", "collecting" (chosen by a collection job),
-    created_at: float = 0.0         # "collected"
+    state: LeaderBatchState = LeaderBatchState.OPEN
+    created_at: float = 0.0
+
+    def __post_init__(self) -> None:
+        self.state = LeaderBatchState(self.state)
 
 
 class Transaction(Protocol):
@@ -158,7 +250,7 @@ class Transaction(Protocol):
     def delete_task(self, task_id: bytes) -> None: ...
     def put_hpke_key(self, key: HpkeKeyRecord) -> None: ...
     def list_hpke_keys(self) -> list[HpkeKeyRecord]: ...
-    def set_hpke_key_state(self, config_id: int, state: str) -> None: ...
+    def set_hpke_key_state(self, config_id: int, state: HpkeKeyState) -> None: ...
     def delete_hpke_key(self, config_id: int) -> None: ...
 
     # Leader: uploaded reports
@@ -166,11 +258,11 @@ class Transaction(Protocol):
     def get_client_reports(self, task_id: bytes, report_ids: list[bytes]
                            ) -> list[ClientReportRecord]: ...
     def list_new_reports(self, task_id: bytes, limit: int) -> list[ClientReportRecord]: ...
-    def count_reports(self, task_id: bytes, states: tuple[str, ...],
+    def count_reports(self, task_id: bytes, states: tuple[ReportState, ...],
                       time_from: int | None = None, time_to: int | None = None,
                       created_before: float | None = None) -> int: ...
     def oldest_new_report_age(self, task_id: bytes, now: float) -> float | None: ...
-    def set_report_states(self, task_id: bytes, report_ids: list[bytes], state: str,
+    def set_report_states(self, task_id: bytes, report_ids: list[bytes], state: ReportState,
                           job_id: bytes | None = None, error: int | None = None) -> None: ...
 
     # aggregation jobs
@@ -213,7 +305,7 @@ class Transaction(Protocol):
     def get_collection_job(self, task_id: bytes, job_id: bytes) -> CollectionJobRecord | None: ...
     def find_collection_job_by_hash(self, task_id: bytes, request_hash: bytes
                                     ) -> CollectionJobRecord | None: ...
-    def list_collection_jobs(self, states: tuple[str, ...], now: float
+    def list_collection_jobs(self, states: tuple[CollectionJobState, ...], now: float
                              ) -> list[CollectionJobRecord]: ...
     def put_aggregate_share_job(self, job: AggregateShareJobRecord) -> None: ...
     def update_aggregate_share_job(self, job: AggregateShareJobRecord) -> None: ...
@@ -221,13 +313,13 @@ class Transaction(Protocol):
                                 ) -> AggregateShareJobRecord | None: ...
     def find_aggregate_share_job_by_hash(self, task_id: bytes, request_hash: bytes
                                          ) -> AggregateShareJobRecord | None: ...
-    def list_aggregate_share_jobs(self, states: tuple[str, ...]
+    def list_aggregate_share_jobs(self, states: tuple[AggregateShareJobState, ...]
                                   ) -> list[AggregateShareJobRecord]: ...
 
     # Leader: leader-selected batches
     def put_leader_batch(self, batch: LeaderBatchRecord) -> None: ...
     def update_leader_batch(self, batch: LeaderBatchRecord) -> None: ...
-    def list_leader_batches(self, task_id: bytes, states: tuple[str, ...]
+    def list_leader_batches(self, task_id: bytes, states: tuple[LeaderBatchState, ...]
                             ) -> list[LeaderBatchRecord]: ...
 
 

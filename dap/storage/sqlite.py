@@ -19,13 +19,20 @@ from typing import Any, TypeVar
 
 from dap.storage import (
     AggregateShareJobRecord,
+    AggregateShareJobState,
     AggregationJobRecord,
+    AggregationJobState,
     BatchBucketRecord,
     ClientReportRecord,
     CollectionJobRecord,
+    CollectionJobState,
     HpkeKeyRecord,
+    HpkeKeyState,
     LeaderBatchRecord,
+    LeaderBatchState,
     ReportAggregationRecord,
+    ReportAggregationState,
+    ReportState,
     StorageError,
     TaskRecord,
     iter_chunks,
@@ -149,8 +156,9 @@ class SqliteTransaction:
     def list_hpke_keys(self) -> list[HpkeKeyRecord]:
         return self._all(HpkeKeyRecord, "SELECT * FROM hpke_keys ORDER BY created_at DESC", ())
 
-    def set_hpke_key_state(self, config_id: int, state: str) -> None:
-        cur = self.c.execute("UPDATE hpke_keys SET state=? WHERE config_id=?", (state, config_id))
+    def set_hpke_key_state(self, config_id: int, state: HpkeKeyState) -> None:
+        cur = self.c.execute("UPDATE hpke_keys SET state=? WHERE config_id=?",
+                             (HpkeKeyState(state), config_id))
         if cur.rowcount != 1:
             raise StorageError(f"no HPKE key with config id {config_id}")
 
@@ -180,10 +188,11 @@ class SqliteTransaction:
 
     def list_new_reports(self, task_id: bytes, limit: int) -> list[ClientReportRecord]:
         return self._all(ClientReportRecord,
-                         "SELECT * FROM client_reports WHERE task_id=? AND state='new' "
-                         "ORDER BY created_at, report_id LIMIT ?", (bytes(task_id), limit))
+                         "SELECT * FROM client_reports WHERE task_id=? AND state=? "
+                         "ORDER BY created_at, report_id LIMIT ?",
+                         (bytes(task_id), ReportState.NEW, limit))
 
-    def count_reports(self, task_id: bytes, states: tuple[str, ...],
+    def count_reports(self, task_id: bytes, states: tuple[ReportState, ...],
                       time_from: int | None = None, time_to: int | None = None,
                       created_before: float | None = None) -> int:
         sql = (f"SELECT COUNT(*) FROM client_reports WHERE task_id=? AND state IN "
@@ -202,10 +211,10 @@ class SqliteTransaction:
 
     def oldest_new_report_age(self, task_id: bytes, now: float) -> float | None:
         row = self.c.execute("SELECT MIN(created_at) FROM client_reports WHERE task_id=? AND "
-                             "state='new'", (bytes(task_id),)).fetchone()
+                             "state=?", (bytes(task_id), ReportState.NEW)).fetchone()
         return None if row[0] is None else now - float(row[0])
 
-    def set_report_states(self, task_id: bytes, report_ids: list[bytes], state: str,
+    def set_report_states(self, task_id: bytes, report_ids: list[bytes], state: ReportState,
                           job_id: bytes | None = None, error: int | None = None) -> None:
         self.c.executemany(
             "UPDATE client_reports SET state=?, aggregation_job_id=?, error=? "
@@ -249,9 +258,9 @@ class SqliteTransaction:
                                  ) -> list[AggregationJobRecord]:
         jobs = self._all(AggregationJobRecord,
                          f"SELECT {self._AGG_COLS} FROM aggregation_jobs WHERE role=? AND "
-                         "state='active' AND lease_expiry<=? AND next_attempt_at<=? "
+                         "state=? AND lease_expiry<=? AND next_attempt_at<=? "
                          "ORDER BY next_attempt_at, created_at LIMIT ?",
-                         (role, now, now, limit))
+                         (role, AggregationJobState.ACTIVE, now, now, limit))
         for job in jobs:
             job.lease_expiry = now + lease
             self.c.execute("UPDATE aggregation_jobs SET lease_expiry=? WHERE task_id=? AND "
@@ -261,8 +270,8 @@ class SqliteTransaction:
     def count_active_aggregation_jobs(self, task_id: bytes, batch_id: bytes | None = None,
                                       time_from: int | None = None,
                                       time_to: int | None = None) -> int:
-        sql = "SELECT COUNT(*) FROM aggregation_jobs j WHERE j.task_id=? AND j.state='active'"
-        args: list[Any] = [bytes(task_id)]
+        sql = "SELECT COUNT(*) FROM aggregation_jobs j WHERE j.task_id=? AND j.state=?"
+        args: list[Any] = [bytes(task_id), AggregationJobState.ACTIVE]
         if batch_id is not None:
             sql += " AND j.batch_id=?"
             args.append(bytes(batch_id))
@@ -372,7 +381,8 @@ class SqliteTransaction:
         return int(self.c.execute(
             "SELECT COUNT(*) FROM report_aggregations r JOIN aggregation_jobs j ON "
             "r.task_id=j.task_id AND r.job_id=j.job_id WHERE j.task_id=? AND j.batch_id=? AND "
-            "j.state='active' AND r.state='active'", (bytes(task_id), bytes(batch_id))
+            "j.state=? AND r.state=?", (bytes(task_id), bytes(batch_id),
+                                        AggregationJobState.ACTIVE, ReportAggregationState.ACTIVE)
         ).fetchone()[0])
 
     def mark_buckets_collected(self, task_id: bytes, buckets: list[bytes]) -> None:
@@ -401,9 +411,10 @@ class SqliteTransaction:
     def find_collection_job_by_hash(self, task_id: bytes, request_hash: bytes
                                     ) -> CollectionJobRecord | None:
         return self._one(CollectionJobRecord, "SELECT * FROM collection_jobs WHERE task_id=? "
-                         "AND request_hash=? AND state!='deleted'", (bytes(task_id), request_hash))
+                         "AND request_hash=? AND state!=?",
+                         (bytes(task_id), request_hash, CollectionJobState.DELETED))
 
-    def list_collection_jobs(self, states: tuple[str, ...], now: float
+    def list_collection_jobs(self, states: tuple[CollectionJobState, ...], now: float
                              ) -> list[CollectionJobRecord]:
         return self._all(CollectionJobRecord,
                          f"SELECT * FROM collection_jobs WHERE state IN "
@@ -432,7 +443,7 @@ class SqliteTransaction:
         return self._one(AggregateShareJobRecord, "SELECT * FROM aggregate_share_jobs WHERE "
                          "task_id=? AND request_hash=?", (bytes(task_id), request_hash))
 
-    def list_aggregate_share_jobs(self, states: tuple[str, ...]
+    def list_aggregate_share_jobs(self, states: tuple[AggregateShareJobState, ...]
                                   ) -> list[AggregateShareJobRecord]:
         return self._all(AggregateShareJobRecord,
                          f"SELECT * FROM aggregate_share_jobs WHERE state IN "
@@ -452,7 +463,7 @@ class SqliteTransaction:
                        "batch_id=?", (batch.assigned, batch.state, bytes(batch.task_id),
                                       bytes(batch.batch_id)))
 
-    def list_leader_batches(self, task_id: bytes, states: tuple[str, ...]
+    def list_leader_batches(self, task_id: bytes, states: tuple[LeaderBatchState, ...]
                             ) -> list[LeaderBatchRecord]:
         rows = self.c.execute(f"SELECT * FROM leader_batches WHERE task_id=? AND state IN "
                               f"({','.join('?' * len(states))}) ORDER BY created_at",

@@ -1,6 +1,7 @@
 """DAP-09 Client, Aggregator-share and Collector computations, as pure functions.
 
-The DAP-09 counterpart of :mod:`dap.profiles.dap18.client`, for a :class:`dap.profiles.dap09.task.Task09`:
+The DAP-09 counterpart of :mod:`dap.profiles.dap18.client`, for a
+:class:`dap.profiles.dap09.task.Task09`:
 
 * HPKE with DAP-09's info strings (from the profile) and associated data
   (Sections 4.4.2, 4.5.1.3, 4.6.4): :func:`seal_input_share`, :func:`open_input_share`,

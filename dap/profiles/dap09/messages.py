@@ -1,6 +1,7 @@
 """Every message of draft-ietf-ppm-dap-09 as a frozen dataclass.
 
-The DAP-09 counterpart of :mod:`dap.profiles.dap18.messages` (DAP-18), built on the same strict codec
+The DAP-09 counterpart of :mod:`dap.profiles.dap18.messages` (DAP-18), built on the same
+strict codec
 (:mod:`dap.codec`): ``Msg.decode(data)`` parses the whole of ``data`` and nothing more,
 ``msg.encode()`` produces it, construction validates every field. Field names are the
 draft's. Section numbers refer to the rendered draft-ietf-ppm-dap-09: 3.2 Errors,

@@ -8,7 +8,8 @@ parameters of Section 4.2 that the Client, the Collector and the Aggregators use
 its VDAF through the profile's VDAF-08 class table, and builds the two AADs.
 
 Times are in seconds (DAP-09 ``Time``). Aggregator-only secrets (VDAF verification key,
-collector HPKE config, auth tokens) are not part of this object, as in :mod:`dap.profiles.dap18.task`.
+collector HPKE config, auth tokens) are not part of this object, as in
+:mod:`dap.profiles.dap18.task`.
 """
 
 from __future__ import annotations

@@ -203,7 +203,8 @@ COLLECTION_JOB_EXTENSIONS = Vector(
 class TaskConfiguration(Struct):
     """``TaskConfiguration`` (Section 4.2).
 
-    Build it with :func:`dap.profiles.dap18.task.build_task_configuration` (or ``Task.configuration()``),
+    Build it with :func:`dap.profiles.dap18.task.build_task_configuration` (or
+    ``Task.configuration()``),
     the one place its bytes are made. ``batch_config`` must be empty for the two batch
     modes of DAP-18 (Section 4.2); a ``task_interval`` extension must carry an Interval.
     """

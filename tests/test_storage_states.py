@@ -1,0 +1,153 @@
+"""Record states are StrEnums whose stored form is exactly the former string literals,
+so datastores written before the enums existed keep working."""
+
+from __future__ import annotations
+
+import sqlite3
+from enum import StrEnum
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from dap.storage import (
+    AggregateShareJobRecord,
+    AggregateShareJobState,
+    AggregationJobRecord,
+    AggregationJobState,
+    ClientReportRecord,
+    CollectionJobRecord,
+    CollectionJobState,
+    HpkeKeyRecord,
+    HpkeKeyState,
+    LeaderBatchRecord,
+    LeaderBatchState,
+    ReportAggregationRecord,
+    ReportAggregationState,
+    ReportState,
+)
+from dap.storage.sqlite import SqliteDatastore
+
+# The literals the code stored before the enums (spelled out, not derived from them).
+OLD_LITERALS: dict[type[StrEnum], set[str]] = {
+    HpkeKeyState: {"pending", "active", "expired"},
+    ReportState: {"new", "in_job", "aggregated", "failed"},
+    AggregationJobState: {"active", "finished", "abandoned", "deleted"},
+    ReportAggregationState: {"active", "finished_outbound", "finished", "rejected"},
+    CollectionJobState: {"start", "collecting", "finished", "failed", "deleted"},
+    AggregateShareJobState: {"start", "finished", "failed", "deleted"},
+    LeaderBatchState: {"open", "collecting", "collected"},
+}
+
+TID = bytes(range(32))
+
+
+@pytest.mark.parametrize("enum", list(OLD_LITERALS), ids=lambda e: e.__name__)
+def test_values_are_the_old_literals(enum: type[StrEnum]) -> None:
+    assert {m.value for m in enum} == OLD_LITERALS[enum]
+    for member in enum:
+        assert member == member.value and str(member) == member.value
+        assert f"{member}" == member.value and hash(member) == hash(member.value)
+        assert enum(member.value) is member
+
+
+def _raw(ds: SqliteDatastore, sql: str, args: tuple[Any, ...]) -> list[tuple[Any, ...]]:
+    conn = sqlite3.connect(ds.path)
+    try:
+        return [tuple(r) for r in conn.execute(sql, args)]
+    finally:
+        conn.close()
+
+
+def _store_and_load(tx: Any, enum: type[StrEnum], member: Any, i: int) -> tuple[Any, str, str]:
+    """Store a record in state `member`; return (the record read back, table, key SQL)."""
+    key = bytes([i]) * 16
+    if enum is HpkeKeyState:
+        tx.put_hpke_key(HpkeKeyRecord(i, b"config", b"sk", member, 1.0))
+        rec = next(k for k in tx.list_hpke_keys() if k.config_id == i)
+        return rec, "hpke_keys", f"config_id={i}"
+    if enum is ReportState:
+        tx.put_client_report(ClientReportRecord(TID, key, 10, b"report", member, created_at=1.0))
+        return tx.get_client_reports(TID, [key])[0], "client_reports", f"report_id=x'{key.hex()}'"
+    if enum is AggregationJobState:
+        tx.put_aggregation_job(AggregationJobRecord(TID, key, "leader", member, 0, b""))
+        return tx.get_aggregation_job(TID, key), "aggregation_jobs", f"job_id=x'{key.hex()}'"
+    if enum is ReportAggregationState:
+        tx.put_report_aggregations([ReportAggregationRecord(TID, key, 0, key, 10, member)])
+        return (tx.get_report_aggregations(TID, key)[0], "report_aggregations",
+                f"job_id=x'{key.hex()}'")
+    if enum is CollectionJobState:
+        tx.put_collection_job(CollectionJobRecord(TID, key, b"req", key, member))
+        return tx.get_collection_job(TID, key), "collection_jobs", f"job_id=x'{key.hex()}'"
+    if enum is AggregateShareJobState:
+        tx.put_aggregate_share_job(AggregateShareJobRecord(TID, key, b"req", key, member))
+        return (tx.get_aggregate_share_job(TID, key), "aggregate_share_jobs",
+                f"share_id=x'{key.hex()}'")
+    assert enum is LeaderBatchState
+    tx.put_leader_batch(LeaderBatchRecord(TID, key, state=member, created_at=1.0))
+    rec = next(b for b in tx.list_leader_batches(TID, tuple(LeaderBatchState))
+               if b.batch_id == key)
+    return rec, "leader_batches", f"batch_id=x'{key.hex()}'"
+
+
+@pytest.mark.parametrize("enum", list(OLD_LITERALS), ids=lambda e: e.__name__)
+def test_every_state_round_trips(tmp_path: Path, enum: type[StrEnum]) -> None:
+    ds = SqliteDatastore(tmp_path / "ds.sqlite", "OFF")
+    try:
+        for i, member in enumerate(enum, start=1):
+            with ds.transaction() as tx:
+                rec, table, where = _store_and_load(tx, enum, member, i)
+            assert rec.state is member  # read back as the enum member
+            # Stored as the same TEXT bytes as the old literal.
+            (value, kind), = _raw(ds, f"SELECT state, typeof(state) FROM {table} WHERE {where}",
+                                  ())
+            assert kind == "text" and value == member.value
+            assert type(value) is str
+    finally:
+        ds.close()
+
+
+def test_datastore_written_with_literals_reads_as_enums(tmp_path: Path) -> None:
+    """Rows stored as plain strings (as before the enums) load, and queries that name a
+    state find them."""
+    ds = SqliteDatastore(tmp_path / "ds.sqlite", "OFF")
+    try:
+        conn = sqlite3.connect(ds.path, isolation_level=None)
+        rid, jid = b"r" * 16, b"j" * 16
+        conn.execute("INSERT INTO client_reports VALUES (?,?,?,?,?,?,?,?)",
+                     (TID, rid, 10, b"report", "new", None, None, 1.0))
+        conn.execute("INSERT INTO aggregation_jobs (task_id, job_id, role, state, step, "
+                     "agg_param, request, request_hash, last_continue_hash, attempts, "
+                     "next_attempt_at, lease_expiry, created_at) VALUES "
+                     "(?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                     (TID, jid, "leader", "active", 0, b"", b"", b"", b"", 0, 0.0, 0.0, 1.0))
+        conn.execute("INSERT INTO leader_batches VALUES (?,?,?,?,?)",
+                     (TID, b"b" * 32, 0, "collecting", 1.0))
+        conn.close()
+        with ds.transaction() as tx:
+            assert [r.report_id for r in tx.list_new_reports(TID, 10)] == [rid]
+            assert tx.get_client_reports(TID, [rid])[0].state is ReportState.NEW
+            assert tx.count_reports(TID, (ReportState.NEW,)) == 1
+            assert tx.oldest_new_report_age(TID, 3.0) == 2.0
+            assert tx.count_active_aggregation_jobs(TID) == 1
+            jobs = tx.acquire_aggregation_jobs("leader", 5.0, 10.0, 5)
+            assert [j.state for j in jobs] == [AggregationJobState.ACTIVE]
+            batches = tx.list_leader_batches(TID, (LeaderBatchState.COLLECTING,))
+            assert [b.state for b in batches] == [LeaderBatchState.COLLECTING]
+            tx.set_report_states(TID, [rid], ReportState.AGGREGATED, jid)
+        assert _raw(ds, "SELECT state FROM client_reports", ()) == [("aggregated",)]
+    finally:
+        ds.close()
+
+
+def test_unknown_stored_state_is_refused(tmp_path: Path) -> None:
+    ds = SqliteDatastore(tmp_path / "ds.sqlite", "OFF")
+    try:
+        conn = sqlite3.connect(ds.path, isolation_level=None)
+        conn.execute("INSERT INTO leader_batches VALUES (?,?,?,?,?)",
+                     (TID, b"b" * 32, 0, "bogus", 1.0))
+        conn.close()
+        with pytest.raises(ValueError, match="bogus"), ds.transaction() as tx:
+            tx.list_leader_batches(TID, ("bogus",))  # type: ignore[arg-type]
+    finally:
+        ds.close()
