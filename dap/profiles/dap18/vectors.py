@@ -45,16 +45,13 @@ from dap.profiles.dap18.client import (
 )
 from dap.profiles.dap18.messages import (
     ALL_SCALARS,
-    ALL_STRUCTS,
     AggregateShare,
-    AggregateShareAad,
     AggregateShareID,
     AggregateShareReq,
     AggregationJobContinueReq,
     AggregationJobExtension,
     AggregationJobID,
     AggregationJobInitReq,
-    AggregationJobResp,
     BatchID,
     BatchMode,
     BatchSelector,
@@ -68,30 +65,24 @@ from dap.profiles.dap18.messages import (
     HpkeCiphertext,
     HpkeConfig,
     HpkeConfigList,
-    InputShareAad,
     Interval,
     LeaderSelectedBatchSelectorConfig,
     PingPongMessage,
     PlaintextInputShare,
     Query,
     Report,
-    ReportError,
     ReportID,
     ReportMetadata,
     ReportShare,
-    ReportUploadStatus,
     Role,
-    TaskConfiguration,
     TaskExtension,
     TaskID,
     Time,
     TimeIntervalBatchSelectorConfig,
     TimeIntervalQueryConfig,
-    UploadErrors,
     UploadRequest,
     VerifyContinue,
     VerifyInit,
-    VerifyResp,
     batch_checksum,
 )
 from dap.profiles.dap18.task import (
@@ -277,6 +268,8 @@ def build_example(
     inputs: dict[str, Any], description: str, profile: Profile
 ) -> dict[str, Any]:
     """Compute every output of an example from its inputs. Deterministic."""
+    (TaskConfiguration, InputShareAad, AggregateShareAad, ReportUploadStatus, UploadErrors,
+     VerifyResp, AggregationJobResp, ReportError) = _changed(profile.messages)
     vdaf = _make_vdaf(inputs["vdaf"]["name"], inputs["vdaf"]["parameters"])
     vdaf_type, vdaf_config = vdaf_configuration(vdaf, profile)
     t_in = inputs["task"]
@@ -526,14 +519,22 @@ _TASK_ID = TaskID(derive("messages/task_id", 32))
 _BATCH_ID = BatchID(derive("messages/batch_id", 32))
 
 
+def _changed(m: Any) -> tuple[Any, ...]:
+    """The message classes a later draft built on DAP-18 redefines (DAP-19: the ones
+    carrying a ReportError or the TaskConfiguration), from the draft's message module."""
+    return (m.TaskConfiguration, m.InputShareAad, m.AggregateShareAad, m.ReportUploadStatus,
+            m.UploadErrors, m.VerifyResp, m.AggregationJobResp, m.ReportError)
+
+
 def _ct(i: int) -> HpkeCiphertext:
     return HpkeCiphertext(i, derive(f"messages/enc/{i}", 32), derive(f"messages/payload/{i}", 24))
 
 
-def _task_config() -> TaskConfiguration:
+def _task_config(m: Any) -> Any:
     from dap.profiles.dap18.task import build_task_configuration
 
     return build_task_configuration(
+        cls=m.TaskConfiguration,
         task_info=b"message vectors",
         leader_aggregator_endpoint=LEADER_URL,
         helper_aggregator_endpoint=HELPER_URL,
@@ -546,8 +547,10 @@ def _task_config() -> TaskConfiguration:
     )
 
 
-def message_cases() -> dict[str, list[tuple[str, Any]]]:
+def message_cases(m: Any) -> dict[str, list[tuple[str, Any]]]:
     """Valid sample values of every message type, with a description each."""
+    (TaskConfiguration, InputShareAad, AggregateShareAad, ReportUploadStatus, UploadErrors,
+     VerifyResp, AggregationJobResp, ReportError) = _changed(m)
     md1 = ReportMetadata(_R1, 472222, [])
     md2 = ReportMetadata(_R2, 472223, [Extension(0x0001, b""), Extension(0xFF00, b"\x01\x02")])
     report = Report(md1, derive("messages/public_share", 17), _ct(1), _ct(2))
@@ -585,7 +588,7 @@ def message_cases() -> dict[str, list[tuple[str, Any]]]:
                 _BATCH_ID)),
         ],
         "CollectionJobExtension": [("unregistered type", CollectionJobExtension(1, b"\xaa"))],
-        "TaskConfiguration": [("time-interval task with task_interval", _task_config())],
+        "TaskConfiguration": [("time-interval task with task_interval", _task_config(m))],
         "HpkeConfig": [("X25519", HpkeConfig(1, 0x0020, 0x0001, 0x0001, derive("pk", 32)))],
         "HpkeConfigList": [
             (
@@ -604,13 +607,14 @@ def message_cases() -> dict[str, list[tuple[str, Any]]]:
             ("no extensions", PlaintextInputShare([], b"\x01\x02\x03")),
             ("one extension", PlaintextInputShare([Extension(7, b"x")], b"\x01")),
         ],
-        "InputShareAad": [("aad", InputShareAad(_TASK_ID, _task_config(), md1, b"\x05"))],
+        "InputShareAad": [("aad", InputShareAad(_TASK_ID, _task_config(m), md1, b"\x05"))],
         "ReportUploadStatus": [
             ("replayed", ReportUploadStatus(_R1, ReportError.REPORT_REPLAYED))
         ],
         "UploadErrors": [
             ("two errors", UploadErrors([
-                ReportUploadStatus(_R1, ReportError.OUTDATED_CONFIG),
+                ReportUploadStatus(_R1, getattr(ReportError, "OUTDATED_CONFIG",
+                                                ReportError.HPKE_UNKNOWN_CONFIG_ID)),
                 ReportUploadStatus(_R2, ReportError.REPORT_TOO_EARLY),
             ])),
         ],
@@ -671,7 +675,7 @@ def message_cases() -> dict[str, list[tuple[str, Any]]]:
                 cjr_ls, BatchSelector.leader_selected(_BATCH_ID), 1, batch_checksum([_R1]))),
         ],
         "AggregateShare": [("encrypted share", AggregateShare(_ct(200)))],
-        "AggregateShareAad": [("aad", AggregateShareAad(_TASK_ID, _task_config(), cjr_ti))],
+        "AggregateShareAad": [("aad", AggregateShareAad(_TASK_ID, _task_config(m), cjr_ti))],
         # Appendix B: vdaf_configuration encodings.
         "Prio3CountConfig": [("Empty", Prio3CountConfig())],
         "Prio3SumConfig": [("max_measurement 255", Prio3SumConfig(255))],
@@ -685,8 +689,19 @@ def message_cases() -> dict[str, list[tuple[str, Any]]]:
     return cases
 
 
-def invalid_cases() -> dict[str, list[tuple[str, bytes]]]:
+def _decodes(cls: Any, data: bytes) -> bool:
+    try:
+        cls.decode(data)
+    except DecodeError:
+        return False
+    return True
+
+
+def invalid_cases(m: Any) -> dict[str, list[tuple[str, bytes]]]:
     """Encodings that a strict decoder must reject, beyond the generic ones."""
+    (TaskConfiguration, InputShareAad, AggregateShareAad, ReportUploadStatus, UploadErrors,
+     VerifyResp, AggregationJobResp, ReportError) = _changed(m)
+    empty_info = _task_config(m).encode().replace(b"\x0fmessage vectors", b"\x00", 1)
     md = bytes(_R1) + Time(1).encode()
 
     def ext(extension_type: int) -> bytes:  # an Extension with empty data
@@ -719,9 +734,10 @@ def invalid_cases() -> dict[str, list[tuple[str, bytes]]]:
         ],
         "BatchSelector": [("leader_selected with empty config", b"\x02\x00\x00")],
         "TaskConfiguration": [
-            ("empty task_info",
-             _task_config().encode().replace(b"\x0fmessage vectors", b"\x00", 1)),
-            ("non-empty batch_config", _task_config().encode().replace(
+            # task_info<1..2^8-1> in DAP-18; DAP-19 allows it empty (#787).
+            *([("empty task_info", empty_info)] if not _decodes(TaskConfiguration, empty_info)
+              else []),
+            ("non-empty batch_config", _task_config(m).encode().replace(
                 bytes.fromhex("01" "0000" "00000004"),
                 bytes.fromhex("01" "0001" "00" "00000004"))),
         ],
@@ -736,9 +752,8 @@ def invalid_cases() -> dict[str, list[tuple[str, bytes]]]:
     }
 
 
-_TYPES: dict[str, type] = {
-    c.__name__: c for c in (*ALL_STRUCTS, *ALL_SCALARS, *VDAF_CONFIGS.values())
-}
+def _types(m: Any) -> dict[str, type]:
+    return {c.__name__: c for c in (*m.ALL_STRUCTS, *ALL_SCALARS, *VDAF_CONFIGS.values())}
 
 
 
@@ -746,9 +761,10 @@ _TYPES: dict[str, type] = {
 
 
 def build_message_file(name: str, profile: Profile) -> dict[str, Any]:
-    cls = _TYPES[name]
-    valid = message_cases()[name]
-    invalid = list(invalid_cases().get(name, []))
+    m = profile.messages
+    cls = _types(m)[name]
+    valid = message_cases(m)[name]
+    invalid = list(invalid_cases(m).get(name, []))
     first = valid[0][1].encode()
     invalid.append(("one trailing byte", first + b"\x00"))
     if first:
@@ -800,7 +816,7 @@ def generate(out_dir: Path, profile: Profile) -> list[Path]:
     written = []
     (out_dir / "messages").mkdir(parents=True, exist_ok=True)
     (out_dir / "examples").mkdir(parents=True, exist_ok=True)
-    for name in message_cases():
+    for name in message_cases(profile.messages):
         path = out_dir / "messages" / f"{name}.json"
         path.write_text(_dump(build_message_file(name, profile)))
         written.append(path)
@@ -819,14 +835,17 @@ def generate(out_dir: Path, profile: Profile) -> list[Path]:
 
 def check_message_file(doc: dict[str, Any], report: CheckReport, where: str,
                        profile: Profile) -> None:
-    check_message_cases(doc, report, where, _TYPES, profile)
+    check_message_cases(doc, report, where, _types(profile.messages), profile)
 
 
 
 
 
 
-_EXAMPLE_MESSAGES: ExampleMessages = [
+def _example_messages(m: Any) -> ExampleMessages:
+    (TaskConfiguration, InputShareAad, AggregateShareAad, ReportUploadStatus, UploadErrors,
+     VerifyResp, AggregationJobResp, ReportError) = _changed(m)
+    return [
     (lambda d: [d["task"]["task_configuration"]], TaskConfiguration),
     (lambda d: [h["config"] for h in d["hpke"].values()], HpkeConfig),
     (lambda d: list(d["hpke_config_lists"].values()), HpkeConfigList),
@@ -845,7 +864,7 @@ _EXAMPLE_MESSAGES: ExampleMessages = [
     (lambda d: [d["collection"]["aggregate_share_aad"]], AggregateShareAad),
     (lambda d: [d["collection"]["aggregate_share"]], AggregateShare),
     (lambda d: [d["collection"]["collection_job_resp"]], CollectionJobResp),
-]
+    ]
 
 
 def check_example_file(doc: dict[str, Any], report: CheckReport, where: str,
@@ -856,7 +875,7 @@ def check_example_file(doc: dict[str, Any], report: CheckReport, where: str,
         report.errors.append(f"{where}: {problem}")
     report.checks += 1
     # 2. Every structured message in the file agrees with its encoding, both ways.
-    check_example_messages(doc, report, where, _EXAMPLE_MESSAGES)
+    check_example_messages(doc, report, where, _example_messages(profile.messages))
     # 3. Decrypt every ciphertext with the recorded private keys.
     try:
         _decrypt_example(doc, report, where, profile)
@@ -866,6 +885,8 @@ def check_example_file(doc: dict[str, Any], report: CheckReport, where: str,
 
 def _decrypt_example(doc: dict[str, Any], report: CheckReport, where: str,
                      profile: Profile) -> None:
+    (TaskConfiguration, InputShareAad, AggregateShareAad, ReportUploadStatus, UploadErrors,
+     VerifyResp, AggregationJobResp, ReportError) = _changed(profile.messages)
     keys = {
         role: HpkeKeypair(
             HpkeConfig.from_json(entry["config"]["fields"]),
