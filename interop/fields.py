@@ -5,8 +5,9 @@ Everything here is pure (no I/O) so that the four roles derive their task from t
 fields in exactly the same way: DAP-18 binds the whole ``TaskConfiguration`` into the HPKE
 AAD of every input and aggregate share, so a Client, Leader, Helper and Collector that
 computed different bytes could not decrypt each other's shares. :func:`task_from_fields`
-is therefore the only place an interop request becomes a :class:`dap.profiles.dap18.task.Task`, and
-:func:`task09_from_fields` the only place one becomes a DAP-09 :class:`dap.profiles.dap09.task.Task09`
+is therefore the only place an interop request becomes a DAP-18
+:class:`dap.profiles.dap18.task.Task`, and :func:`task09_from_fields` the only place one
+becomes a DAP-09 :class:`dap.profiles.dap09.task.Task09`
 (DAP-09 binds only the task ID into its AADs, so each role needs, and the draft sends it,
 only the parameters that role uses). :func:`request_version` decides which of the two a
 request is.

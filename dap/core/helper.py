@@ -178,12 +178,12 @@ def _reject_all(tx: Transaction, task: AggregatorTask, job: AggregationJobRecord
                 req: Any, error: ReportError) -> None:
     """Answer an init request by rejecting every report with ``error``."""
     records = [ReportAggregationRecord(task.task_id, job.job_id, i, item.report_id, item.time,
-                                       "rejected", error=int(error))
+                                       ReportAggregationState.REJECTED, error=int(error))
                for i, item in enumerate(req.items)]
     tx.put_report_aggregations(records)
     job.response = task.wire.encode_job_resp([_reject(item.report_id, error)
                                               for item in req.items])
-    job.state = "finished"
+    job.state = AggregationJobState.FINISHED
     tx.update_aggregation_job(job)
 
 

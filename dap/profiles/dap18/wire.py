@@ -15,6 +15,7 @@ from dap.common import (
     HpkeCiphertext,
     Interval,
     ReportError,
+    ReportID,
     Role,
     VerifyRespType,
 )
@@ -68,9 +69,9 @@ class Wire18(Wire):
         """`UploadErrors` listing the refused reports (Section 4.4.2.2)."""
         if not errors:
             return None
-        return self.m.UploadErrors(tuple(
-            self.m.ReportUploadStatus(m18.ReportID(rid), self.errors.encode(err))
-                                      for rid, err in errors)).encode()
+        return bytes(self.m.UploadErrors(tuple(
+            self.m.ReportUploadStatus(ReportID(rid), self.errors.encode(err))
+                                      for rid, err in errors)).encode())
 
     def decode_upload(self, body: bytes) -> list[Any]:
         return list(m18.UploadRequest.decode(body).reports)
@@ -147,7 +148,7 @@ class Wire18(Wire):
             else:
                 assert r.error is not None
                 out.append(self.m.VerifyResp.reject(r.report_id, self.errors.encode(r.error)))
-        return self.m.AggregationJobResp(tuple(out)).encode()
+        return bytes(self.m.AggregationJobResp(tuple(out)).encode())
 
     def decode_job_resp(self, body: bytes) -> list[Resp]:
         resp = self.m.AggregationJobResp.decode(body)

@@ -1,3 +1,5 @@
+# This module redefines DAP-18 classes of the same names on purpose (see below).
+# mypy: disable-error-code="no-redef,assignment,unused-ignore"
 """The messages of draft-ietf-ppm-dap-19 that differ from DAP-18's.
 
 DAP-19 changed two things in the message definitions (``specs/draft-ietf-ppm-dap-19-changes.md``):
@@ -74,14 +76,14 @@ class UploadErrors(m18.UploadErrors):
 
 
 @dataclass(frozen=True)
-class VerifyResp(m18.VerifyResp):
+class VerifyResp(m18.VerifyResp):  # type: ignore[no-redef]
     report_error: ReportError | None = wire(  # type: ignore[assignment]
         REPORT_ERROR, when=("verify_resp_type", VerifyRespType.REJECT)
     )
 
 
 @dataclass(frozen=True)
-class AggregationJobResp(m18.AggregationJobResp):
+class AggregationJobResp(m18.AggregationJobResp):  # type: ignore[no-redef]
     verify_resps: Sequence[m18.VerifyResp] = wire(Rest(StructCodec(VerifyResp)))
 
 
