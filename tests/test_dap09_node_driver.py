@@ -203,7 +203,7 @@ def _task(vdaf: AnyPrio3, task_id: bytes, precision: int) -> Task09:
                            leader_aggregator_endpoint="http://leader.invalid/",
                            helper_aggregator_endpoint="http://helper.invalid/",
                            query_type=QueryType.TIME_INTERVAL, time_precision=precision,
-                           min_batch_size=1)
+                           min_batch_size=1, profile=DAP_09)
 
 
 def _run_vdaf(vdaf: AnyPrio3, ctx: bytes, verify_key: bytes, nonce: bytes,

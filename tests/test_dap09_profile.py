@@ -15,7 +15,7 @@ from dap.profiles.dap18.messages import UploadRequest
 def test_registry() -> None:
     assert get_profile("dap-09") is DAP_09
     assert get_profile("dap-18") is DAP_18
-    assert set(PROFILES) == {"dap-09", "dap-18"}
+    assert set(PROFILES) == {"dap-09", "dap-18", "dap-19"}
     assert DAP_09.draft == "draft-ietf-ppm-dap-09"
     assert DAP_09.vdaf_draft == "draft-irtf-cfrg-vdaf-08"
 
