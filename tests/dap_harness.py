@@ -101,7 +101,13 @@ class AggregatorPair:
         return self.helper_app[STATE_KEY]
 
     def provision(self, vdaf: Any, **kwargs: Any) -> ProvisionedTask:
-        """A new task for `vdaf`, stored in both aggregators' datastores."""
+        """A new task for `vdaf`, stored in both aggregators' datastores. Without a
+        `profile`, a dap-18 task: the request-by-request tests write DAP-18 messages by
+        hand (the scenarios that run on every profile pass theirs)."""
+        if "profile" not in kwargs:
+            from dap.profiles import get_profile
+
+            kwargs["profile"] = get_profile("dap-18")
         pt = new_task(vdaf, self.leader_url, self.helper_url, **kwargs)
         self.add(pt)
         return pt
