@@ -23,7 +23,9 @@ from typing import Any
 import pytest
 
 from dap.profiles.dap09 import messages as m09
+from dap.profiles.dap09.interop import PLACEHOLDER_HELPER, query09_from_json, task09_from_fields
 from dap.profiles.dap09.task import Task09
+from dap.profiles.dap18.interop import task_from_fields
 from interop import fields
 from interop.runner import VERSIONS, Case, Endpoints, default_cases, run_all
 from interop.server import version_of
@@ -507,7 +509,7 @@ BASE = {"task_id": TASK_ID, "leader": "http://leader:8080/dap/",
 
 
 def config_of(body: dict[str, Any]) -> bytes:
-    return fields.task_from_fields(body).task.configuration().encode()
+    return task_from_fields(body).task.configuration().encode()
 
 
 def test_draft07_and_janus_spellings_give_the_same_configuration() -> None:
@@ -518,20 +520,20 @@ def test_draft07_and_janus_spellings_give_the_same_configuration() -> None:
              "max_batch_query_count": 1,
              "vdaf": {"type": "Prio3SumVec", "length": "4", "bits": "8", "chunk_length": "2"}}
     assert config_of(janus) == config_of(draft)
-    tf = fields.task_from_fields({**draft, "max_batch_query_count": 3})
+    tf = task_from_fields({**draft, "max_batch_query_count": 3})
     assert tf.notes and "ignored" in tf.notes[0]
 
 
 def test_deterministic_defaults() -> None:
     body = {**BASE, "batch_mode": 1, "vdaf": {"type": "Prio3Count"}}
-    task = fields.task_from_fields(body).task
+    task = task_from_fields(body).task
     assert task.task_info == b"interop:" + TASK_ID.encode()
     assert task.task_interval is None and task.dp_policy is None
     assert task.leader_aggregator_endpoint == "http://leader:8080/dap/"
     assert config_of(body) == config_of(dict(reversed(list(body.items()))))
     assert config_of({**body, "task_info": fields.b64encode(b"x")}) != config_of(body)
     # task_start rounds down, task_end rounds up to the time precision.
-    interval = fields.task_from_fields(
+    interval = task_from_fields(
         {**body, "task_start": 7201, "task_end": 10801}).task.task_interval
     assert interval is not None and (int(interval.start), int(interval.duration)) == (2, 2)
 
@@ -592,7 +594,7 @@ DRAFT07_AGGREGATOR = {**DRAFT07, "helper": "http://helper:8080/dap/", "query_typ
 
 
 def test_dap09_task_from_draft07_fields() -> None:
-    task = fields.task09_from_fields(DRAFT07_AGGREGATOR, "leader").task
+    task = task09_from_fields(DRAFT07_AGGREGATOR, "leader").task
     assert task.profile.name == "dap-09" and task.vdaf_name == "Prio3SumVec"
     assert dict(task.vdaf_parameters) == {"length": 4, "bits": 8, "chunk_length": 2}
     assert (int(task.query_type), task.min_batch_size, task.max_batch_size) == (2, 10, None)
@@ -605,11 +607,11 @@ def test_dap09_task_from_draft07_fields() -> None:
              "task_expiration": None, "task_end": 1_800_000_000,
              "vdaf": {**DRAFT07["vdaf"], "bits": None, "max_measurement": "255"}}
     janus["vdaf"] = {k: v for k, v in janus["vdaf"].items() if v is not None}
-    assert fields.task09_from_fields(janus, "helper").task.config_bytes() == \
+    assert task09_from_fields(janus, "helper").task.config_bytes() == \
         task.config_bytes()
     with pytest.raises(fields.FieldError, match="task_end and task_expiration disagree"):
-        fields.task09_from_fields({**DRAFT07_AGGREGATOR, "task_end": 1}, "leader")
-    tf = fields.task09_from_fields({**DRAFT07_AGGREGATOR, "task_start": 0,
+        task09_from_fields({**DRAFT07_AGGREGATOR, "task_end": 1}, "leader")
+    tf = task09_from_fields({**DRAFT07_AGGREGATOR, "task_start": 0,
                                     "task_info": "eA"}, "leader")
     assert len(tf.notes) == 2 and all("ignored" in n for n in tf.notes)
 
@@ -617,19 +619,19 @@ def test_dap09_task_from_draft07_fields() -> None:
 def test_dap09_each_role_needs_only_its_draft07_fields() -> None:
     """DAP-09 binds only the task ID into its AADs: the Collector gets no helper or time
     precision and the Client no query type, as draft-07 sends them."""
-    collector = fields.task09_from_fields(
+    collector = task09_from_fields(
         {**DRAFT07, "query_type": 1, "collector_authentication_token": "t"}, "collector")
-    assert collector.task.helper_aggregator_endpoint == fields.PLACEHOLDER_HELPER
+    assert collector.task.helper_aggregator_endpoint == PLACEHOLDER_HELPER
     assert collector.task.time_precision == 1
-    client = fields.task09_from_fields(
+    client = task09_from_fields(
         {**DRAFT07, "helper": "http://helper:8080/dap/", "time_precision": 3600}, "client")
     assert int(client.task.query_type) == 1 and client.task.time_precision == 3600
     with pytest.raises(fields.FieldError, match="missing field query_type"):
-        fields.task09_from_fields(DRAFT07, "collector")
+        task09_from_fields(DRAFT07, "collector")
     with pytest.raises(fields.FieldError, match="missing field helper"):
-        fields.task09_from_fields({**DRAFT07, "time_precision": 60}, "client")
+        task09_from_fields({**DRAFT07, "time_precision": 60}, "client")
     with pytest.raises(fields.FieldError, match="missing field min_batch_size"):
-        fields.task09_from_fields({**DRAFT07_AGGREGATOR, "min_batch_size": None}, "helper")
+        task09_from_fields({**DRAFT07_AGGREGATOR, "min_batch_size": None}, "helper")
 
 
 @pytest.mark.parametrize("vdaf, measurement, expected, cls", [
@@ -649,16 +651,16 @@ def test_dap09_vdafs_are_vdaf08(vdaf: dict[str, Any], measurement: Any, expected
 
 
 def test_dap09_queries() -> None:
-    task = fields.task09_from_fields(DRAFT07_AGGREGATOR, "leader").task
+    task = task09_from_fields(DRAFT07_AGGREGATOR, "leader").task
     assert isinstance(task, Task09)
-    current = fields.query09_from_json({"type": 2, "subtype": 1}, task)
+    current = query09_from_json({"type": 2, "subtype": 1}, task)
     assert current == m09.Query.fixed_size(m09.FixedSizeQuery.current_batch())
-    by_id = fields.query09_from_json(
+    by_id = query09_from_json(
         {"type": "2", "subtype": "0", "batch_id": fields.b64encode(bytes(range(32)))}, task)
     assert by_id.fixed_size_query is not None
     assert bytes(by_id.fixed_size_query.batch_id or b"") == bytes(range(32))
-    ti = fields.task09_from_fields({**DRAFT07_AGGREGATOR, "query_type": 1}, "leader").task
+    ti = task09_from_fields({**DRAFT07_AGGREGATOR, "query_type": 1}, "leader").task
     assert isinstance(ti, Task09)
-    query = fields.query09_from_json(
+    query = query09_from_json(
         {"type": 1, "batch_interval_start": 7200, "batch_interval_duration": 3600}, ti)
     assert query.batch_interval == m09.Interval(m09.Time(7200), m09.Duration(3600))
