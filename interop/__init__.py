@@ -12,11 +12,20 @@ Protocol version of a request (:func:`interop.fields.request_version`): its
 dap-18, and anything else -- draft-07's bodies, with ``query_type`` on add_task and no
 mode on upload -- dap-09, the protocol draft-07 was written for. A stock draft-07 runner
 therefore drives dap-09 tasks unchanged. collection_start and collection_poll follow the
-version their task was added with (a ``dap_version`` there must agree).
+version their task was added with (a ``dap_version`` there must agree). This choice is the
+only place the package names a draft.
 
-Modules: ``fields`` (request fields -> task parameters, results -> JSON; no I/O),
-``server`` (the aiohttp app of each role, the version table), ``runner`` (the draft's
-test-runner flow and its cases), ``cli``.
+What a request's fields mean is the draft's business: each DAP profile that the API
+serves carries ``profile.interop`` (a :class:`dap.profiles.interop_base.InteropFields`,
+in ``dap/profiles/<draft>/interop.py``) that reads its task, VDAF and query fields and
+gives the runner its cases' VDAF objects and request bodies. This package reaches it only
+through ``dap.profiles.get_profile(version).interop``; the versions it serves and runs
+are the shipped profiles (``dap.profiles.SHIPPED``) that have one. A profile built on
+another with ``dataclasses.replace`` (DAP-19 on DAP-18) inherits its ``interop``.
+
+Modules: ``fields`` (the version choice, draft-neutral fields, measurements and results
+-> JSON; no I/O), ``server`` (the aiohttp app of each role, the version table),
+``runner`` (the draft's test-runner flow and its cases), ``cli``.
 
 Endpoints (POST, JSON objects, under ``/internal/test/``; other paths there: 404):
 
@@ -95,7 +104,7 @@ VDAF objects (integers as decimal strings or numbers):
 
 Any other ``type`` (Poplar1 included) answers status error.
 
-DAP-09 task fields (draft-07's, :func:`interop.fields.task09_from_fields`). DAP-09 binds
+DAP-09 task fields (draft-07's, :func:`dap.profiles.dap09.interop.task09_from_fields`). DAP-09 binds
 only the task ID into its HPKE associated data, so each role needs -- and the draft sends
 it -- only the parameters it uses:
 

@@ -20,6 +20,7 @@ from typing import Any
 
 from interop import runner as r
 from interop import server
+from interop.fields import interop_of
 
 
 def register(subparsers: Any) -> None:
@@ -45,8 +46,7 @@ def register(subparsers: Any) -> None:
                          help=f"base URL of the {role}'s test API")
     run.add_argument("--vdaf", action="append", default=None,
                      help="only cases of this VDAF (repeatable)")
-    run.add_argument("--batch-mode", choices=("time_interval", "leader_selected",
-                                              "fixed_size"),
+    run.add_argument("--batch-mode", choices=tuple(_batch_modes()),
                      default=None, help="only cases of this batch mode (fixed_size is "
                                         "DAP-09's name of leader_selected)")
     run.add_argument("--dap-version", action="append", default=None,
@@ -58,6 +58,13 @@ def register(subparsers: Any) -> None:
                      help="seconds a collection may take")
     run.add_argument("--json", action="store_true", help="machine-readable output")
     run.set_defaults(func=_run)
+
+
+def _batch_modes() -> dict[str, int]:
+    """Every draft's names of the batch modes (time_interval, leader_selected, and DAP-09's
+    fixed_size) -> the batch mode number."""
+    return {name: mode for version in r.VERSIONS
+            for mode, name in interop_of(version).batch_mode_names.items()}
 
 
 def _serve(args: argparse.Namespace) -> int:
@@ -72,7 +79,7 @@ def _run(args: argparse.Namespace) -> int:
     if args.vdaf:
         cases = [c for c in cases if c.vdaf["type"] in args.vdaf]
     if args.batch_mode:
-        mode = 1 if args.batch_mode == "time_interval" else 2
+        mode = _batch_modes()[args.batch_mode]
         cases = [c for c in cases if c.batch_mode == mode]
     endpoints = r.Endpoints(args.client, args.leader, args.helper, args.collector)
     try:

@@ -35,7 +35,14 @@ from urllib.parse import urljoin
 
 import aiohttp
 
-from interop.fields import b64decode, b64encode, vdaf_from_descriptor
+from dap.profiles import get_profile
+from interop.fields import (
+    VERSION_NAMES,
+    b64decode,
+    b64encode,
+    interop_of,
+    vdaf_from_descriptor,
+)
 
 Json = dict[str, Any]
 
@@ -77,34 +84,29 @@ class Outcome:
                 "detail": self.detail}
 
 
-VERSIONS = ("dap-18", "dap-09")
-_MODE_NAMES = {1: "time_interval", 2: "leader_selected"}
-# DAP-09 calls its batch modes query types: batch mode 2 is fixed_size.
-_QUERY_TYPE_NAMES = {1: "time_interval", 2: "fixed_size"}
+#: The versions the runner covers, newest first: every shipped profile with interop
+#: field readers.
+VERSIONS: tuple[str, ...] = VERSION_NAMES
 
 
 def _mode_name(dap_version: str, batch_mode: int) -> str:
-    return (_QUERY_TYPE_NAMES if dap_version == "dap-09" else _MODE_NAMES)[batch_mode]
+    """The draft's name of a batch mode (DAP-09 calls them query types: 2 is
+    fixed_size)."""
+    return interop_of(dap_version).batch_mode_names[batch_mode]
 
 
-def _same(desc: Json) -> dict[str, Json]:
-    return {v: desc for v in VERSIONS}
-
-
-# VDAF descriptors per version (draft Section 4.1.1 attribute names and string-encoded
-# integers), measurements and expected aggregates.
-_VDAF_CASES: list[tuple[dict[str, Json], list[Any], Any]] = [
-    (_same({"type": "Prio3Count"}), ["1", "0", "1", "1", "0"], "3"),
-    ({"dap-18": {"type": "Prio3Sum", "max_measurement": "255"},
-      "dap-09": {"type": "Prio3Sum", "bits": "8"}},
-     ["10", "0", "255", "7", "1"], "273"),
-    (_same({"type": "Prio3SumVec", "length": "3", "bits": "4", "chunk_length": "2"}),
+# Measurements and expected aggregates of each VDAF type; the ``vdaf`` object of a case
+# is its draft's (``runner_vdafs`` of the profile's interop field readers, draft Section
+# 4.1.1 attribute names and string-encoded integers), and a draft without the type has no
+# case of it (VDAF-08, which dap-09 runs, has no Prio3MultihotCountVec).
+_VDAF_CASES: list[tuple[str, list[Any], Any]] = [
+    ("Prio3Count", ["1", "0", "1", "1", "0"], "3"),
+    ("Prio3Sum", ["10", "0", "255", "7", "1"], "273"),          # max_measurement 255
+    ("Prio3SumVec",                                              # length 3, max 15
      [["1", "2", "3"], ["15", "0", "0"], ["0", "0", "1"], ["2", "2", "2"], ["0", "15", "0"]],
      ["18", "19", "6"]),
-    (_same({"type": "Prio3Histogram", "length": "4", "chunk_length": "2"}),
-     ["0", "3", "3", "1", "3"], ["1", "1", "0", "3"]),
-    ({"dap-18": {"type": "Prio3MultihotCountVec", "length": "4", "max_weight": "2",
-                 "chunk_length": "2"}},
+    ("Prio3Histogram", ["0", "3", "3", "1", "3"], ["1", "1", "0", "3"]),  # length 4
+    ("Prio3MultihotCountVec",                                    # length 4, max_weight 2
      [[True, False, False, True], [False, False, False, False], [True, True, False, False],
       [False, False, True, False], [True, False, False, False]],
      ["3", "1", "1", "1"]),
@@ -120,8 +122,9 @@ def default_cases(*dap_versions: str) -> list[Case]:
     for version in VERSIONS:
         if dap_versions and version not in dap_versions:
             continue
-        for vdafs, measurements, expected in _VDAF_CASES:
-            vdaf = vdafs.get(version)
+        vdafs = interop_of(version).runner_vdafs
+        for kind, measurements, expected in _VDAF_CASES:
+            vdaf = vdafs.get(kind)
             if vdaf is None:
                 continue
             for mode in (1, 2):
@@ -200,28 +203,12 @@ class Runner:
         tp = self.time_precision
         task_end = (now // tp + 24) * tp
         n = len(case.measurements)
-        collector: Json
-        aggregator: Json
-        upload: Json
-        if case.dap_version == "dap-09":
-            # draft-07's request tables, field for field.
-            task: Json = {"task_id": tid, "leader": endpoint["leader"], "vdaf": case.vdaf}
-            collector = {**task, "collector_authentication_token": collector_token,
-                         "query_type": case.batch_mode}
-            aggregator = {**task, "helper": endpoint["helper"],
-                          "query_type": case.batch_mode, "min_batch_size": n,
-                          "time_precision": tp, "max_batch_query_count": 1,
-                          "task_expiration": task_end}
-            upload = {**task, "helper": endpoint["helper"], "time_precision": tp}
-        else:
-            common: Json = {
-                "dap_version": case.dap_version, "task_id": tid, "leader": endpoint["leader"],
-                "helper": endpoint["helper"], "vdaf": case.vdaf,
-                "batch_mode": case.batch_mode, "query_type": case.batch_mode,
-                "min_batch_size": n, "time_precision": tp, "task_end": task_end}
-            collector = {**common, "collector_authentication_token": collector_token}
-            aggregator = {**common, "max_batch_query_count": 1, "task_expiration": task_end}
-            upload = common
+        bodies = interop_of(case.dap_version).task_bodies(
+            get_profile(case.dap_version), task_id=tid, leader=endpoint["leader"],
+            helper=endpoint["helper"], vdaf=case.vdaf, batch_mode=case.batch_mode,
+            min_batch_size=n, time_precision=tp, task_end=task_end,
+            collector_token=collector_token)
+        collector, aggregator, upload = bodies.collector, bodies.aggregator, bodies.upload
         if case.batch_mode == 2:
             aggregator["max_batch_size"] = n
         if case.dp_policy is not None:
@@ -239,7 +226,8 @@ class Runner:
         collector_token = secrets.token_urlsafe(24)
         now = int(time.time())
         # dap-09 requests are draft-07's, which has no dap_version.
-        versioned = {} if case.dap_version == "dap-09" else {"dap_version": case.dap_version}
+        versioned = ({"dap_version": case.dap_version}
+                     if interop_of(case.dap_version).runner_sends_dap_version else {})
         endpoint = {}
         for role in ("leader", "helper"):
             out = await self.expect_success(role, "endpoint_for_task", {
@@ -310,7 +298,7 @@ def _check(case: Case, out: Json, now: int) -> tuple[bool, str]:
             and start <= now < start + duration):
         problems.append(f"interval [{start}, +{duration}) does not contain the upload "
                         f"time {now}")
-    if case.dap_version == "dap-09" and case.batch_mode == 2:
+    if interop_of(case.dap_version).reports_batch_id and case.batch_mode == 2:
         try:
             if len(b64decode(out.get("batch_id"), "batch_id")) != 32:
                 problems.append("batch_id is not 32 bytes")

@@ -9,8 +9,9 @@ a JSON object gets 400; an unknown ``/internal/test/`` path gets 404. The Leader
 Helper also serve their DAP resources on the same port under :data:`DAP_PREFIX` (the
 endpoint that endpoint_for_task returns), backed by one SQLite datastore.
 
-Protocol versions are a table (:data:`VERSIONS`, ``"dap-18"`` and ``"dap-09"``): a
-request's version (its ``dap_version``, else ``batch_mode`` means dap-18 and anything else
+Protocol versions are a table (:data:`VERSIONS`: one :class:`Version` for each shipped
+profile with ``interop`` field readers, ``"dap-18"`` and ``"dap-09"`` today): a request's
+version (its ``dap_version``, else ``batch_mode`` means dap-18 and anything else
 dap-09; see :func:`interop.fields.request_version`) selects the implementation of the
 role's commands; collection_start and collection_poll follow their task's version.
 """
@@ -37,16 +38,14 @@ from dap.collector import CollectionError, Collector
 from dap.common import ReportError
 from dap.core.tasks import AggregatorTask
 from dap.hpke import HpkeError, HpkeKeypair, generate_keypair
-from dap.profiles.dap09.client import Client09Error
-from dap.profiles.dap09.client import collect_result as collect_result09
-from dap.profiles.dap09.task import Task09
-from dap.profiles.dap18.client import ClientError, collect_result
-from dap.profiles.dap18.task import Task
+from dap.profiles import Profile
+from dap.profiles.interop_base import InteropFields, TaskFields
 from dap.server.app import build_app
 from dap.server.common import STATE_KEY, AppState
 from dap.server.config import AggregatorConfig
 from dap.storage import TaskRecord
 from dap.storage.sqlite import SqliteDatastore
+from dap.task import DapTask
 from interop import fields as f
 from interop.fields import FieldError
 
@@ -75,7 +74,7 @@ def error(reason: str) -> Json:
 @dataclass
 class CollectorTask:
     version: str
-    task: Task | Task09
+    task: DapTask
     keypair: HpkeKeypair
     auth_token: str
     collector: Collector
@@ -130,20 +129,36 @@ class Decoded:
 
 class Version:
     """The role commands of one DAP version, through dap.client, dap.collector and the
-    aggregator apps (all profile-generic). A version supplies how request fields become
-    its task (:meth:`task_fields`), how a ``query`` object becomes its query, and how a
-    Collector decodes a finished collection; the commands are shared."""
+    aggregator apps (all profile-generic). The version's profile supplies the rest: how
+    request fields become its task and a ``query`` object its query
+    (``profile.interop``), and how a Collector decodes a finished collection
+    (``profile.flow``); the commands are shared."""
 
-    name: str
+    def __init__(self, profile: Profile) -> None:
+        if profile.interop is None:
+            raise ValueError(f"profile {profile.name} has no interop field readers")
+        self.profile = profile
+        self.fields: InteropFields = profile.interop
 
-    def task_fields(self, body: Json, role: str) -> f.TaskFields:
-        raise NotImplementedError
+    @property
+    def name(self) -> str:
+        return self.profile.name
+
+    def task_fields(self, body: Json, role: str) -> TaskFields:
+        return self.fields.task_fields(self.profile, body, role)
 
     def query(self, body: Any, task: Any) -> Any:
-        raise NotImplementedError
+        return self.fields.query(self.profile, body, task)
 
     def decode(self, ct: CollectorTask, request: Any, resp: Any) -> Decoded:
-        raise NotImplementedError
+        flow = ct.task.profile.flow
+        result = flow.collect_result(ct.task, ct.keypair, request, resp,
+                                     vdaf=ct.collector.vdaf)
+        unit = flow.interval_unit(ct.task)
+        batch_id = result.batch_id
+        return Decoded(result.report_count, int(result.interval.start) * unit,
+                       int(result.interval.duration) * unit, result.aggregate_result,
+                       bytes(batch_id) if batch_id is not None else None)
 
     async def aggregator_add_task(self, node: Node, body: Json) -> Json:
         st = node.aggregator
@@ -211,7 +226,7 @@ class Version:
             result = await client.upload([measurement], time_seconds=time_seconds)
         except UploadError as exc:
             return error(str(exc))
-        except (ClientError, Client09Error) as exc:
+        except self.fields.report_errors as exc:
             return error(f"cannot build the report: {exc}")
         except aiohttp.ClientError as exc:
             return error(f"upload failed: {type(exc).__name__}: {exc}")
@@ -270,47 +285,6 @@ class Version:
         return out
 
 
-class Dap18(Version):
-    """draft-ietf-ppm-dap-18 (VDAF-18): every role derives the same TaskConfiguration."""
-
-    name = "dap-18"
-
-    def task_fields(self, body: Json, role: str) -> f.TaskFields:
-        return f.task_from_fields(body)
-
-    def query(self, body: Any, task: Any) -> Any:
-        return f.query_from_json(body, task)
-
-    def decode(self, ct: CollectorTask, request: Any, resp: Any) -> Decoded:
-        assert isinstance(ct.task, Task)
-        result = collect_result(ct.task, ct.keypair, request, resp, vdaf=ct.collector.vdaf)
-        tp = ct.task.time_precision
-        return Decoded(result.report_count, int(result.interval.start) * tp,
-                       int(result.interval.duration) * tp, result.aggregate_result)
-
-
-class Dap09(Version):
-    """draft-ietf-ppm-dap-09 (VDAF-08) with draft-07's fields: each role gets the task
-    parameters it uses (DAP-09 binds only the task ID), PUT uploads and collection jobs,
-    ``DAP-Auth-Token``, and fixed_size collections report their ``batch_id``."""
-
-    name = "dap-09"
-
-    def task_fields(self, body: Json, role: str) -> f.TaskFields:
-        return f.task09_from_fields(body, role)
-
-    def query(self, body: Any, task: Any) -> Any:
-        return f.query09_from_json(body, task)
-
-    def decode(self, ct: CollectorTask, request: Any, resp: Any) -> Decoded:
-        assert isinstance(ct.task, Task09)
-        result = collect_result09(ct.task, ct.keypair, request, resp, vdaf=ct.collector.vdaf)
-        batch_id = result.batch_selector.batch_id
-        return Decoded(result.report_count, int(result.interval.start),
-                       int(result.interval.duration), result.aggregate_result,
-                       bytes(batch_id) if batch_id is not None else None)
-
-
 def _report_error(err: ReportError | int) -> str:
     try:
         return ReportError(err).name.lower()
@@ -318,9 +292,8 @@ def _report_error(err: ReportError | int) -> str:
         return str(err)
 
 
-# dap_version -> implementation.
-VERSIONS: dict[str, Version] = {"dap-18": Dap18(), "dap-09": Dap09()}
-assert set(VERSIONS) == set(f.VERSION_NAMES)
+# dap_version -> implementation: every profile with interop field readers.
+VERSIONS: dict[str, Version] = {p.name: Version(p) for p in f.interop_profiles()}
 
 
 def version_of(body: Json) -> Version:

@@ -23,7 +23,9 @@ from typing import Any
 import pytest
 
 from dap.profiles.dap09 import messages as m09
+from dap.profiles.dap09.interop import PLACEHOLDER_HELPER, query09_from_json, task09_from_fields
 from dap.profiles.dap09.task import Task09
+from dap.profiles.dap18.interop import task_from_fields
 from interop import fields
 from interop.runner import VERSIONS, Case, Endpoints, default_cases, run_all
 from interop.server import version_of
@@ -33,7 +35,8 @@ PROJECT_ROOT = Path(__file__).resolve().parent.parent
 ROLES = ("client", "leader", "helper", "collector")
 TASK_ID = base64.urlsafe_b64encode(bytes(range(32))).rstrip(b"=").decode()
 # The wrong-request tests of each version use their own task ID on the shared servers.
-TASK_IDS = {"dap-18": TASK_ID, "dap-09": fields.b64encode(bytes(range(32, 64)))}
+TASK_IDS = {"dap-18": TASK_ID, "dap-09": fields.b64encode(bytes(range(32, 64))),
+            "dap-19": fields.b64encode(bytes(range(64, 96)))}
 
 
 def post(url: str, body: Any, raw: bytes | None = None) -> tuple[int, dict[str, Any]]:
@@ -116,6 +119,8 @@ def run_report(nodes: dict[str, str]) -> dict[str, Any]:
 
 CASE_NAMES = [c.name for c in default_cases()]
 RUNNER_VDAFS = {
+    "dap-19": {"Prio3Count", "Prio3Sum", "Prio3SumVec", "Prio3Histogram",
+               "Prio3MultihotCountVec"},
     "dap-18": {"Prio3Count", "Prio3Sum", "Prio3SumVec", "Prio3Histogram",
                "Prio3MultihotCountVec"},
     # VDAF-08 has no Prio3MultihotCountVec.
@@ -132,8 +137,9 @@ def test_runner_covers_every_vdaf_and_batch_mode(version: str) -> None:
     assert all(c.dap_version == version and c.name.startswith(version + "/") for c in cases)
 
 
-def test_default_cases_are_both_versions() -> None:
-    assert len(CASE_NAMES) == 18 and len(set(CASE_NAMES)) == 18
+def test_default_cases_are_every_version() -> None:
+    # 10 cases each for dap-19 and dap-18 (5 VDAFs x 2 batch modes), 8 for dap-09.
+    assert len(CASE_NAMES) == 28 and len(set(CASE_NAMES)) == 28
     assert CASE_NAMES == [c.name for v in VERSIONS for c in default_cases(v)]
     assert "dap-09/Prio3Sum/fixed_size" in CASE_NAMES
     with pytest.raises(ValueError, match="unknown DAP versions"):
@@ -163,15 +169,16 @@ def test_runner_case(run_report: dict[str, Any], name: str) -> None:
 def test_runner_table_and_failure_exit_code(nodes: dict[str, str]) -> None:
     proc = run_cli(nodes, "--vdaf", "Prio3Count")
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "4/4 cases passed" in proc.stdout
-    for name in ("dap-18/Prio3Count/leader_selected", "dap-09/Prio3Count/fixed_size"):
+    assert "6/6 cases passed" in proc.stdout
+    for name in ("dap-19/Prio3Count/leader_selected", "dap-18/Prio3Count/leader_selected",
+                 "dap-09/Prio3Count/fixed_size"):
         assert name in proc.stdout
     # The helper answering as the leader: endpoint_for_task refuses the role, every case
     # fails with that reason, and the exit code says so.
     proc = run_cli(nodes, "--vdaf", "Prio3Sum", "--json", leader=nodes["helper"])
     assert proc.returncode == 1
     report = json.loads(proc.stdout)
-    assert report["failed"] == 4
+    assert report["failed"] == 6
     assert all("role 'leader' sent to the helper" in c["detail"] for c in report["cases"])
 
 
@@ -180,8 +187,10 @@ def test_runner_table_and_failure_exit_code(nodes: dict[str, str]) -> None:
     (["--dap-version", "dap-09"], ["dap-09/Prio3Histogram/time_interval"]),
     (["--dap-version", "dap-09", "--dap-version", "dap-18"],
      ["dap-18/Prio3Histogram/time_interval", "dap-09/Prio3Histogram/time_interval"]),
+    (["--dap-version", "dap-19"], ["dap-19/Prio3Histogram/time_interval"]),
     (["--dap-version", "all", "--batch-mode", "fixed_size"],
-     ["dap-18/Prio3Histogram/leader_selected", "dap-09/Prio3Histogram/fixed_size"]),
+     ["dap-19/Prio3Histogram/leader_selected", "dap-18/Prio3Histogram/leader_selected",
+      "dap-09/Prio3Histogram/fixed_size"]),
 ])
 def test_runner_version_selector(nodes: dict[str, str], selector: list[str],
                                  names: list[str]) -> None:
@@ -228,11 +237,13 @@ def _collector_task(version: str = "dap-18", **changes: Any) -> dict[str, Any]:
     body: dict[str, Any] = {
         "task_id": TASK_IDS[version], "leader": NO_LEADER, "vdaf": {"type": "Prio3Count"},
         "collector_authentication_token": "token"}
-    if version == "dap-18":
+    if version == "dap-09":
+        body.update(query_type=1)
+    else:
         body.update(helper="http://127.0.0.1:2/dap/", batch_mode=1, min_batch_size=1,
                     time_precision=3600)
-    else:
-        body.update(query_type=1)
+    if version == "dap-19":  # batch_mode alone means dap-18: name the version
+        body.update(dap_version="dap-19")
     return _drop_none({**body, **changes})
 
 
@@ -240,7 +251,7 @@ def _aggregator_task(version: str, hpke: str, **changes: Any) -> dict[str, Any]:
     """A good Leader add_task body (DAP-09: draft-07's fields; its VDAF-08 verification
     keys are 16 bytes)."""
     body = {**_collector_task(version), "role": "leader", "leader_authentication_token": "t1",
-            "vdaf_verify_key": fields.b64encode(bytes(32 if version == "dap-18" else 16)),
+            "vdaf_verify_key": fields.b64encode(bytes(16 if version == "dap-09" else 32)),
             "collector_hpke_config": hpke}
     if version == "dap-09":
         body.update(helper="http://127.0.0.1:2/dap/", min_batch_size=1, time_precision=3600,
@@ -326,6 +337,9 @@ AGGREGATOR_ADD_TASK_ERRORS: dict[str, list[tuple[dict[str, Any], str]]] = {
     "dap-18": [
         ({"vdaf_verify_key": fields.b64encode(bytes(3))}, "vdaf_verify_key must be 32 bytes"),
     ],
+    "dap-19": [
+        ({"vdaf_verify_key": fields.b64encode(bytes(3))}, "vdaf_verify_key must be 32 bytes"),
+    ],
     "dap-09": [
         ({"vdaf_verify_key": fields.b64encode(bytes(32))}, "vdaf_verify_key must be 16 bytes"),
         ({"vdaf": MULTIHOT}, "Prio3MultihotCountVec is not a VDAF of"),
@@ -349,6 +363,7 @@ UPLOAD_ERRORS: dict[str, list[tuple[dict[str, Any], str]]] = {
         ({"task_id": "%%"}, "not valid base64url"),
     ],
     "dap-18": [],
+    "dap-19": [],
     "dap-09": [
         ({"time_precision": None}, "missing field time_precision"),
         ({"vdaf": MULTIHOT, "measurement": [True, False, False, False]},
@@ -409,7 +424,7 @@ def test_collection_errors(nodes: dict[str, str], version: str) -> None:
     out = post(url + "collection_start", {"task_id": fields.b64encode(bytes(32)),
                                           "query": {"type": 1}})[1]
     assert out["status"] == "error" and "unknown task_id" in out["error"]
-    other = "dap-09" if version == "dap-18" else "dap-18"
+    other = "dap-18" if version == "dap-09" else "dap-09"
     out = post(url + "collection_start", {"task_id": tid, "dap_version": other,
                                           "query": {"type": 1}})[1]
     assert out["status"] == "error" and f"added as {version}" in out["error"], out
@@ -507,7 +522,7 @@ BASE = {"task_id": TASK_ID, "leader": "http://leader:8080/dap/",
 
 
 def config_of(body: dict[str, Any]) -> bytes:
-    return fields.task_from_fields(body).task.configuration().encode()
+    return task_from_fields(body).task.configuration().encode()
 
 
 def test_draft07_and_janus_spellings_give_the_same_configuration() -> None:
@@ -518,20 +533,20 @@ def test_draft07_and_janus_spellings_give_the_same_configuration() -> None:
              "max_batch_query_count": 1,
              "vdaf": {"type": "Prio3SumVec", "length": "4", "bits": "8", "chunk_length": "2"}}
     assert config_of(janus) == config_of(draft)
-    tf = fields.task_from_fields({**draft, "max_batch_query_count": 3})
+    tf = task_from_fields({**draft, "max_batch_query_count": 3})
     assert tf.notes and "ignored" in tf.notes[0]
 
 
 def test_deterministic_defaults() -> None:
     body = {**BASE, "batch_mode": 1, "vdaf": {"type": "Prio3Count"}}
-    task = fields.task_from_fields(body).task
+    task = task_from_fields(body).task
     assert task.task_info == b"interop:" + TASK_ID.encode()
     assert task.task_interval is None and task.dp_policy is None
     assert task.leader_aggregator_endpoint == "http://leader:8080/dap/"
     assert config_of(body) == config_of(dict(reversed(list(body.items()))))
     assert config_of({**body, "task_info": fields.b64encode(b"x")}) != config_of(body)
     # task_start rounds down, task_end rounds up to the time precision.
-    interval = fields.task_from_fields(
+    interval = task_from_fields(
         {**body, "task_start": 7201, "task_end": 10801}).task.task_interval
     assert interval is not None and (int(interval.start), int(interval.duration)) == (2, 2)
 
@@ -592,7 +607,7 @@ DRAFT07_AGGREGATOR = {**DRAFT07, "helper": "http://helper:8080/dap/", "query_typ
 
 
 def test_dap09_task_from_draft07_fields() -> None:
-    task = fields.task09_from_fields(DRAFT07_AGGREGATOR, "leader").task
+    task = task09_from_fields(DRAFT07_AGGREGATOR, "leader").task
     assert task.profile.name == "dap-09" and task.vdaf_name == "Prio3SumVec"
     assert dict(task.vdaf_parameters) == {"length": 4, "bits": 8, "chunk_length": 2}
     assert (int(task.query_type), task.min_batch_size, task.max_batch_size) == (2, 10, None)
@@ -605,11 +620,11 @@ def test_dap09_task_from_draft07_fields() -> None:
              "task_expiration": None, "task_end": 1_800_000_000,
              "vdaf": {**DRAFT07["vdaf"], "bits": None, "max_measurement": "255"}}
     janus["vdaf"] = {k: v for k, v in janus["vdaf"].items() if v is not None}
-    assert fields.task09_from_fields(janus, "helper").task.config_bytes() == \
+    assert task09_from_fields(janus, "helper").task.config_bytes() == \
         task.config_bytes()
     with pytest.raises(fields.FieldError, match="task_end and task_expiration disagree"):
-        fields.task09_from_fields({**DRAFT07_AGGREGATOR, "task_end": 1}, "leader")
-    tf = fields.task09_from_fields({**DRAFT07_AGGREGATOR, "task_start": 0,
+        task09_from_fields({**DRAFT07_AGGREGATOR, "task_end": 1}, "leader")
+    tf = task09_from_fields({**DRAFT07_AGGREGATOR, "task_start": 0,
                                     "task_info": "eA"}, "leader")
     assert len(tf.notes) == 2 and all("ignored" in n for n in tf.notes)
 
@@ -617,19 +632,19 @@ def test_dap09_task_from_draft07_fields() -> None:
 def test_dap09_each_role_needs_only_its_draft07_fields() -> None:
     """DAP-09 binds only the task ID into its AADs: the Collector gets no helper or time
     precision and the Client no query type, as draft-07 sends them."""
-    collector = fields.task09_from_fields(
+    collector = task09_from_fields(
         {**DRAFT07, "query_type": 1, "collector_authentication_token": "t"}, "collector")
-    assert collector.task.helper_aggregator_endpoint == fields.PLACEHOLDER_HELPER
+    assert collector.task.helper_aggregator_endpoint == PLACEHOLDER_HELPER
     assert collector.task.time_precision == 1
-    client = fields.task09_from_fields(
+    client = task09_from_fields(
         {**DRAFT07, "helper": "http://helper:8080/dap/", "time_precision": 3600}, "client")
     assert int(client.task.query_type) == 1 and client.task.time_precision == 3600
     with pytest.raises(fields.FieldError, match="missing field query_type"):
-        fields.task09_from_fields(DRAFT07, "collector")
+        task09_from_fields(DRAFT07, "collector")
     with pytest.raises(fields.FieldError, match="missing field helper"):
-        fields.task09_from_fields({**DRAFT07, "time_precision": 60}, "client")
+        task09_from_fields({**DRAFT07, "time_precision": 60}, "client")
     with pytest.raises(fields.FieldError, match="missing field min_batch_size"):
-        fields.task09_from_fields({**DRAFT07_AGGREGATOR, "min_batch_size": None}, "helper")
+        task09_from_fields({**DRAFT07_AGGREGATOR, "min_batch_size": None}, "helper")
 
 
 @pytest.mark.parametrize("vdaf, measurement, expected, cls", [
@@ -649,16 +664,16 @@ def test_dap09_vdafs_are_vdaf08(vdaf: dict[str, Any], measurement: Any, expected
 
 
 def test_dap09_queries() -> None:
-    task = fields.task09_from_fields(DRAFT07_AGGREGATOR, "leader").task
+    task = task09_from_fields(DRAFT07_AGGREGATOR, "leader").task
     assert isinstance(task, Task09)
-    current = fields.query09_from_json({"type": 2, "subtype": 1}, task)
+    current = query09_from_json({"type": 2, "subtype": 1}, task)
     assert current == m09.Query.fixed_size(m09.FixedSizeQuery.current_batch())
-    by_id = fields.query09_from_json(
+    by_id = query09_from_json(
         {"type": "2", "subtype": "0", "batch_id": fields.b64encode(bytes(range(32)))}, task)
     assert by_id.fixed_size_query is not None
     assert bytes(by_id.fixed_size_query.batch_id or b"") == bytes(range(32))
-    ti = fields.task09_from_fields({**DRAFT07_AGGREGATOR, "query_type": 1}, "leader").task
+    ti = task09_from_fields({**DRAFT07_AGGREGATOR, "query_type": 1}, "leader").task
     assert isinstance(ti, Task09)
-    query = fields.query09_from_json(
+    query = query09_from_json(
         {"type": 1, "batch_interval_start": 7200, "batch_interval_duration": 3600}, ti)
     assert query.batch_interval == m09.Interval(m09.Time(7200), m09.Duration(3600))

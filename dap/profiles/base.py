@@ -77,8 +77,9 @@ class Profile:
     flow: Any
     # The draft's message module (``dap.profiles.<draft>.messages``).
     messages: Any = None
-    # The interop test API's reading of a task's fields (``dap.profiles.*.interop``),
-    # and the draft's test-vector cases (``dap.profiles.*.vectors``); None where absent.
+    # The interop test API's reading of a request's fields and its runner's cases (a
+    # ``dap.profiles.interop_base.InteropFields``, from ``dap.profiles.*.interop``), and
+    # the draft's test-vector cases (``dap.profiles.*.vectors``); None where absent.
     interop: Any = None
     vectors: Any = None
     # Where ``ppm dap vectors generate`` writes this profile's vectors, under

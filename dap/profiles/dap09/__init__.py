@@ -10,6 +10,7 @@ from dap.profiles.base import Profile, _frozen
 from dap.profiles.dap09 import messages as m09
 from dap.profiles.dap09 import vectors
 from dap.profiles.dap09.flow import Flow09
+from dap.profiles.dap09.interop import INTEROP_09
 from dap.profiles.dap09.task import Task09
 from dap.profiles.dap09.wire import Wire09
 
@@ -95,6 +96,7 @@ DAP_09 = Profile(
     task_cls=Task09,
     wire=_WIRE,
     flow=Flow09(),
+    interop=INTEROP_09,
     vectors=vectors,
     vector_dir="dap-09",
     problem_aliases=_frozen({

@@ -10,6 +10,7 @@ from dap.profiles.base import Profile, _frozen
 from dap.profiles.dap18 import messages as m18
 from dap.profiles.dap18 import vectors
 from dap.profiles.dap18.flow import Flow18
+from dap.profiles.dap18.interop import INTEROP_18
 from dap.profiles.dap18.task import Task
 from dap.profiles.dap18.wire import Wire18
 
@@ -98,6 +99,7 @@ DAP_18 = Profile(
     task_cls=Task,
     wire=_WIRE,
     flow=Flow18(_WIRE),
+    interop=INTEROP_18,
     vectors=vectors,
     vector_dir="dap-18",
 )
