@@ -23,38 +23,20 @@ Defaults per VDAF (`--vdaf`, with `--length` L, default 10):
 
 from __future__ import annotations
 
-import argparse
-import asyncio
 import math
 import random
 import socket
-import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, Protocol
 
-from dap.cli_ops import (
-    DEFAULT_DELTA,
-    DEFAULT_FP,
-    CliError,
-    batch_mode_arg,
-    build_vdaf,
-    check_policy,
-    describe_policy,
-    emit_json,
-    format_duration,
-    interval_json,
-    json_number,
-    multihot_max_weight,
-    policy_name_arg,
-    policy_spec,
-    positive_int,
-    run_command,
-    usage_error,
-    vdaf_name_arg,
-)
+from dap import dp
+from dap.display import interval_json, json_number
+from dap.dp import DEFAULT_DELTA, DEFAULT_FP
+from dap.profiles import get_profile
 from vdaf import registry
 
 DEFAULT_POLICY = {
@@ -68,6 +50,7 @@ SUM_MAX = 100
 SUMVEC_MAX = 3
 MULTIHOT_MAX_WEIGHT = 3
 TIME_PRECISION = 3600
+PROFILE = "dap-18"
 UPLOAD_CHUNK = 100
 
 TRUST_MODELS = {
@@ -92,45 +75,24 @@ class DemoSettings:
     timeout: float = 60.0
 
 
-# ---------------------------------------------------------------------------------------
-# Progress and status on stderr
-# ---------------------------------------------------------------------------------------
+class DemoError(Exception):
+    """The demo could not run to the end (a failure while running, not bad settings)."""
 
 
-class Progress:
-    """A plain-text progress bar on a terminal (`\\r` redraws); silent otherwise."""
+class ProgressSink(Protocol):
+    """Where the demo reports progress (the command line draws a bar on a terminal)."""
 
-    def __init__(self, enabled: bool, stream: TextIO = sys.stderr, width: int = 30) -> None:
-        self.enabled = enabled
-        self.stream = stream
-        self.width = width
-        self._shown = False
+    def update(self, label: str, done: int, total: int) -> None: ...
 
+    def done(self) -> None: ...
+
+
+class NoProgress:
     def update(self, label: str, done: int, total: int) -> None:
-        if not self.enabled:
-            return
-        frac = done / total if total else 1.0
-        filled = int(self.width * frac)
-        bar = "#" * filled + "." * (self.width - filled)
-        self.stream.write(f"\r{label} [{bar}] {done}/{total} {int(100 * frac):3d}%")
-        self.stream.flush()
-        self._shown = True
+        pass
 
     def done(self) -> None:
-        if self._shown:
-            self.stream.write("\n")
-            self.stream.flush()
-            self._shown = False
-
-
-class Status:
-    def __init__(self, enabled: bool, stream: TextIO = sys.stderr) -> None:
-        self.enabled = enabled
-        self.stream = stream
-
-    def __call__(self, message: str) -> None:
-        if self.enabled:
-            print(message, file=self.stream, flush=True)
+        pass
 
 
 # ---------------------------------------------------------------------------------------
@@ -177,7 +139,7 @@ def simulate(vdaf: Any, policy: Any, n: int, rng: random.Random) -> tuple[list[A
                 chosen.add(rng.choices(range(length), weights=weights)[0])
             sets.append([i in chosen for i in range(length)])
         return sets, [sum(s[i] for s in sets) for i in range(length)]
-    raise CliError(f"the demo does not simulate {name}")
+    raise DemoError(f"the demo does not simulate {name}")
 
 
 # ---------------------------------------------------------------------------------------
@@ -253,34 +215,42 @@ def _listen() -> tuple[socket.socket, int]:
 
 
 def resolve(settings: DemoSettings) -> tuple[Any, dict[str, Any] | None, Any]:
-    """The VDAF, the policy spec and the policy object for the settings."""
+    """The VDAF, the policy spec and the policy object for the settings. Raises
+    ValueError for settings that do not fit: `dap.dp.DpSpecError` (policy parameters),
+    `vdaf.registry.RegistryError` (VDAF parameters), or a policy that does not fit the
+    VDAF."""
     name = settings.vdaf
     policy_name = settings.policy or DEFAULT_POLICY.get(name, "none")
-    spec = policy_spec(policy_name, epsilon=settings.epsilon, delta=settings.delta,
-                       eps0=settings.eps0, fp=settings.fp)
+    spec = dp.make_spec(policy_name, epsilon=settings.epsilon, delta=settings.delta,
+                        eps0=settings.eps0, fp=settings.fp)
     if settings.length < 1:
-        raise usage_error("--length must be at least 1")
+        raise ValueError("length must be at least 1")
     if settings.reports < 1:
-        raise usage_error("--reports must be at least 1")
+        raise ValueError("reports must be at least 1")
     kwargs: dict[str, Any] = {"length": settings.length}
     if name == "Prio3Sum":
         kwargs = {"max_measurement": SUM_MAX}
     elif name == "Prio3SumVec":
         kwargs["max_measurement"] = SUMVEC_MAX
     elif name == "Prio3MultihotCountVec":
-        if spec is not None and spec["policy"] == "MultiHotHistogramWithClientRandomization":
-            kwargs["max_weight"] = multihot_max_weight(spec["eps0"], settings.length,
-                                                       spec["fp"])
-        else:
-            kwargs["max_weight"] = min(MULTIHOT_MAX_WEIGHT, settings.length)
+        needed = dp.required_max_weight(spec, name, settings.length)
+        kwargs["max_weight"] = (needed if needed is not None
+                                else min(MULTIHOT_MAX_WEIGHT, settings.length))
     elif name == "Prio3Count":
         kwargs = {}
-    vdaf = build_vdaf(name, **kwargs)
-    return vdaf, spec, check_policy(spec, vdaf)
+    vdaf = get_profile(PROFILE).build_vdaf(name, kwargs)
+    policy = dp.policy_from_spec(spec, vdaf) if spec is not None else None
+    return vdaf, spec, policy
 
 
-async def run_demo(settings: DemoSettings, status: Status, progress: Progress
+async def run_demo(settings: DemoSettings,
+                   status: Callable[[str], None] = lambda _message: None,
+                   progress: ProgressSink | None = None,
+                   resolved: tuple[Any, dict[str, Any] | None, Any] | None = None
                    ) -> dict[str, Any]:
+    """Run the demo; its result as a JSON-ready object. `status` gets one line per step,
+    `progress` the upload's progress; `resolved` is `resolve(settings)` if the caller
+    has made it already."""
     from aiohttp import web
 
     from dap.client import Client
@@ -292,7 +262,8 @@ async def run_demo(settings: DemoSettings, status: Status, progress: Progress
     from dap.server.config import AggregatorConfig
 
     t_start = time.monotonic()
-    vdaf, spec, policy = resolve(settings)
+    progress = progress or NoProgress()
+    vdaf, spec, policy = resolved or resolve(settings)
     n = settings.reports
     mode = (BatchMode.TIME_INTERVAL if settings.batch_mode == "time-interval"
             else BatchMode.LEADER_SELECTED)
@@ -328,7 +299,7 @@ async def run_demo(settings: DemoSettings, status: Status, progress: Progress
                     tx.put_task(record)
                 states[role].tasks.invalidate(record.task_id)
             status(f"task    {b64(bytes(pt.task.task_id))}: {registry.describe(vdaf)}, "
-                   f"DP policy {describe_policy(spec)}")
+                   f"DP policy {dp.describe_spec(spec)}")
             t_ready = time.monotonic()
 
             # Upload, in requests of UPLOAD_CHUNK reports.
@@ -345,7 +316,7 @@ async def run_demo(settings: DemoSettings, status: Status, progress: Progress
             last = int(time.time())
             t_uploaded = time.monotonic()
             if rejected:
-                raise CliError(f"the Leader rejected {rejected} of {n} reports")
+                raise DemoError(f"the Leader rejected {rejected} of {n} reports")
             status(f"uploaded {n} reports in {t_uploaded - t_ready:.1f} s; collecting ...")
 
             if mode == BatchMode.TIME_INTERVAL:
@@ -385,117 +356,3 @@ async def run_demo(settings: DemoSettings, status: Status, progress: Progress
                     "collect": round(t_collected - t_uploaded, 3),
                     "total": round(time.monotonic() - t_start, 3)},
     }
-
-
-# ---------------------------------------------------------------------------------------
-# Text output
-# ---------------------------------------------------------------------------------------
-
-
-def _num(value: Any, sign: bool = False) -> str:
-    if isinstance(value, float):
-        return f"{value:+.1f}" if sign else f"{value:.1f}"
-    return f"{value:+d}" if sign else str(value)
-
-
-def describe_guarantee(g: dict[str, Any]) -> str:
-    if not g.get("protected"):
-        return "no protection"
-    eps, delta = g["epsilon"], g["delta"]
-    if delta == 0:
-        return f"{eps:.4g}-DP (pure)"
-    return f"({eps:.4g}, {delta:.2g})-DP"
-
-
-def render(result: dict[str, Any]) -> str:
-    lines = [f"DAP demo: {result['report_count']} reports, {result['vdaf_description']}, "
-             f"{result['batch_mode']} batch",
-             f"DP policy: {describe_policy(result['dp_policy'])}"]
-    iv = result["interval"]
-    lines.append(f"batch interval: {iv['start_utc']} + {format_duration(iv['duration'])}")
-    lines.append("")
-    true, private = result["true"], result["private"]
-    per = result["error"]["per_bucket"]
-    if isinstance(true, list):
-        scale = max([abs(v) for v in true] + [1])
-        bar_width = 24
-        label = "coord" if result["vdaf"] == "Prio3SumVec" else "bucket"
-        lines.append(f"{label:>6} {'true':>8} {'private':>9} {'error':>7}")
-        for i, (t, p, e) in enumerate(zip(true, private, per, strict=True)):
-            bar = "#" * max(0, round(bar_width * float(p) / scale))
-            lines.append(f"{i:>6} {t:>8} {_num(p):>9} {_num(e, True):>7}  {bar}")
-        lines.append(f"{'total':>6} {sum(true):>8} {_num(sum(private)):>9}")
-    else:
-        lines.append(f"{'':>6} {'true':>8} {'private':>9} {'error':>7}")
-        lines.append(f"{'value':>6} {true:>8} {_num(private):>9} {_num(per[0], True):>7}")
-    err = result["error"]
-    line = f"error: max |private - true| = {_num(err['max_abs'])}, RMSE {err['rmse']:.2f}"
-    if err.get("expected_std"):
-        line += f" (expected noise std {err['expected_std']:.2f} per value)"
-    lines += ["", line]
-    g = result["guarantee"]
-    if g.get("trust_model") is None:
-        lines.append("privacy: none -- " + g["note"])
-    else:
-        model = g["trust_model"]
-        lines.append(f"privacy: {describe_guarantee(g)} in trust model {model} "
-                     f"({TRUST_MODELS.get(model, '')})")
-        lines.append(f"         {g['method']}; {g['note']}")
-        others = [f"{m} {describe_guarantee(o)}" for m, o in result["guarantees"].items()
-                  if m != model]
-        if others:
-            lines.append("         other trust models: " + "; ".join(others))
-    t = result["timings"]
-    lines.append(f"time: {t['total']:.1f} s (setup {t['setup']:.1f} s, upload "
-                 f"{t['upload']:.1f} s, collect {t['collect']:.1f} s)")
-    return "\n".join(lines)
-
-
-# ---------------------------------------------------------------------------------------
-# ppm demo
-# ---------------------------------------------------------------------------------------
-
-
-def _cmd_demo(args: argparse.Namespace) -> int:
-    settings = DemoSettings(
-        vdaf=args.vdaf, policy=args.policy, reports=args.reports, epsilon=args.epsilon,
-        delta=args.delta, eps0=args.eps0, fp=args.fp, length=args.length,
-        batch_mode=args.batch_mode, seed=args.seed, timeout=args.timeout)
-    interactive = not args.json
-    status = Status(interactive)
-    progress = Progress(interactive and sys.stderr.isatty())
-    try:
-        result = asyncio.run(run_demo(settings, status, progress))
-    finally:
-        progress.done()
-    if args.json:
-        emit_json(result)
-    else:
-        print(render(result))
-    return 0
-
-
-def register(subparsers: Any) -> None:
-    p = subparsers.add_parser(
-        "demo", help="run a Leader, a Helper, Clients and a Collector with DP, in one go",
-        description="\n\n".join((__doc__ or "").split("\n\n")[1:]),
-        formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--vdaf", type=vdaf_name_arg, default="Prio3Histogram",
-                   help="Count, Sum, SumVec, Histogram (default) or MultihotCountVec")
-    p.add_argument("--policy", type=policy_name_arg, default=None,
-                   help="DP policy: none, or one that fits the VDAF (default: see the "
-                   "table above)")
-    p.add_argument("--reports", type=positive_int, default=2000, help="default 2000")
-    p.add_argument("--epsilon", type=float, default=1.0, help="default 1.0")
-    p.add_argument("--delta", type=float, default=DEFAULT_DELTA, help="default 1e-9")
-    p.add_argument("--eps0", type=float, default=3.0,
-                   help="local epsilon of client randomization, default 3.0")
-    p.add_argument("--fp", type=float, default=DEFAULT_FP, help=argparse.SUPPRESS)
-    p.add_argument("--length", type=positive_int, default=10, help="vector length, default 10")
-    p.add_argument("--batch-mode", type=batch_mode_arg, default="time-interval",
-                   help="time-interval (default) or leader-selected")
-    p.add_argument("--seed", type=int, default=2024,
-                   help="seed of the simulated measurements (not of the protocol or noise)")
-    p.add_argument("--timeout", type=float, default=60.0, help=argparse.SUPPRESS)
-    p.add_argument("--json", action="store_true", help="print one JSON object")
-    p.set_defaults(func=run_command(_cmd_demo))

@@ -22,6 +22,7 @@ raises ValueError).
 from __future__ import annotations
 
 import json
+import math
 from typing import Any
 
 from dap.profiles.dap18.messages import TaskExtensionType
@@ -35,6 +36,88 @@ POLICIES = (
     "SumVecWithAggregatorLaplace",
     "MultiHotHistogramWithClientRandomization",
 )
+MULTIHOT_CLIENT_RANDOMIZATION = "MultiHotHistogramWithClientRandomization"
+
+#: Defaults of the parameters a user may leave out.
+DEFAULT_DELTA = 1e-9
+DEFAULT_FP = 1e-9
+
+
+class DpSpecError(ValueError):
+    """A policy specification cannot be made from the parameters given. The message names
+    the parameter as the specification does (`epsilon`, `delta`, `eps0`, `fp`, and the
+    VDAF's `length`), so that a front end can substitute its own spelling."""
+
+
+def make_spec(name: str | None, *, epsilon: float | None = None,
+              delta: float | None = None, eps0: float | None = None,
+              fp: float | None = None) -> dict[str, Any] | None:
+    """The policy specification to bind into a task, with only the parameters the policy
+    takes (absent delta and fp: DEFAULT_DELTA, DEFAULT_FP). None for no policy (`name`
+    None or "none"). Raises DpSpecError for a missing or out-of-range parameter."""
+    if name is None or name == "none":
+        return None
+
+    def need(value: float | None, parameter: str, positive: bool = True) -> float:
+        if value is None:
+            raise DpSpecError(f"DP policy {name} needs {parameter}")
+        if not math.isfinite(value) or value <= 0 or (not positive and value >= 1):
+            raise DpSpecError(f"{parameter} must be "
+                              f"{'positive' if positive else 'in (0, 1)'}, got {value}")
+        return float(value)
+
+    spec: dict[str, Any] = {"policy": name}
+    if name == MULTIHOT_CLIENT_RANDOMIZATION:
+        spec["eps0"] = need(eps0, "eps0")
+        spec["fp"] = need(DEFAULT_FP if fp is None else fp, "fp", positive=False)
+    else:
+        spec["epsilon"] = need(epsilon, "epsilon")
+        if name.endswith("Randomization"):
+            spec["delta"] = need(DEFAULT_DELTA if delta is None else delta, "delta",
+                                 positive=False)
+    return spec
+
+
+def multihot_max_weight(eps0: float, length: int, fp: float) -> int:
+    """The max weight `MultiHotHistogramWithClientRandomization` needs the VDAF to
+    accept (draft-wang-ppm-differential-privacy Section 6.1.1)."""
+    from dp_policy.policies import MultiHotHistogramWithClientRandomization
+
+    return int(MultiHotHistogramWithClientRandomization(eps0, length, fp).max_weight)
+
+
+def required_max_weight(spec: dict[str, Any] | None, vdaf_name: str,
+                        length: int | None) -> int | None:
+    """The max_weight the VDAF `vdaf_name` of `length` must have for the policy, or None
+    when the policy does not fix it. Raises DpSpecError when the policy needs a
+    Prio3MultihotCountVec and gets another VDAF, or no length."""
+    if spec is None or spec.get("policy") != MULTIHOT_CLIENT_RANDOMIZATION:
+        return None
+    if vdaf_name != "Prio3MultihotCountVec":
+        raise DpSpecError(f"DP policy {spec['policy']} applies to Prio3MultihotCountVec, "
+                          f"not {vdaf_name}")
+    if length is None:
+        raise DpSpecError("Prio3MultihotCountVec needs length")
+    return multihot_max_weight(spec["eps0"], length, spec["fp"])
+
+
+def describe_spec(spec: dict[str, Any] | None) -> str:
+    """A policy specification in one line: `Name(epsilon=1, delta=1e-09)`, or `none`."""
+    if spec is None:
+        return "none"
+    order = ("epsilon", "delta", "eps0", "fp")
+    keys = [k for k in order if k in spec] + sorted(k for k in spec
+                                                     if k not in order and k != "policy")
+    params = ", ".join(f"{k}={spec[k]:g}" if isinstance(spec[k], float) else f"{k}={spec[k]}"
+                       for k in keys)
+    return f"{spec['policy']}({params})"
+
+
+def task_policy(task: Any) -> Any:
+    """The policy object of a task's DP policy extension, or None."""
+    if task.dp_policy is None:
+        return None
+    return policy_from_spec(decode_spec(task.dp_policy), task.vdaf())
 
 
 def encode_spec(spec: dict[str, Any]) -> bytes:

@@ -5,6 +5,9 @@ the Helper, the Client and the Collector (DAP-18 leaves distribution out of band
 Collector's HPKE key pair; `ProvisionedTask` gives each party its view:
 `leader_record` / `helper_record` for the Aggregators' datastores (or, as JSON, their
 admin API), `client_view()` for Clients, and the Collector's credentials.
+
+`provision(pt, helper, leader)` writes a task to both Aggregators, each an `AdminTarget`
+(its admin API, through `dap.admin_client`) or a `DatastoreTarget` (its SQLite datastore).
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ from __future__ import annotations
 import base64
 import json
 import secrets
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -130,3 +134,140 @@ def task_from_view(view: dict[str, Any]) -> Any:
 def collector_keypair_from_view(view: dict[str, Any]) -> HpkeKeypair:
     return HpkeKeypair(HpkeConfig.decode(unb64(view["collector_hpke_config"])),
                        unb64(view["collector_private_key"]))
+
+
+# ---------------------------------------------------------------------------------------
+# Writing a task into the Aggregators
+# ---------------------------------------------------------------------------------------
+
+
+class ProvisionError(Exception):
+    """A task could not be written to an Aggregator."""
+
+
+class TaskRefused(ProvisionError):
+    """The Aggregator would refuse the task (the checks its admin API makes)."""
+
+
+def aggregator_url(config: Any) -> str:
+    """The DAP endpoint of the aggregator an `AggregatorConfig` describes, as seen from
+    this host (a wildcard listen address becomes 127.0.0.1)."""
+    host = config.listen_host
+    if host in ("0.0.0.0", "", "::"):
+        host = "127.0.0.1"
+    if ":" in host:
+        host = f"[{host}]"
+    return f"http://{host}:{config.listen_port}/"
+
+
+class Target:
+    """Where one Aggregator's copy of a task goes."""
+
+    role: str
+
+    @property
+    def url(self) -> str:
+        """The aggregator's DAP endpoint as seen by Clients and its peer (default)."""
+        raise NotImplementedError
+
+    @property
+    def where(self) -> str:
+        """How the task gets there, for people."""
+        raise NotImplementedError
+
+    def put(self, pt: ProvisionedTask) -> None:
+        raise NotImplementedError
+
+    def remove(self, pt: ProvisionedTask) -> None:
+        raise NotImplementedError
+
+
+class AdminTarget(Target):
+    """An Aggregator provisioned through its admin API (`POST /internal/tasks`)."""
+
+    def __init__(self, role: str, client: Any) -> None:
+        self.role = role
+        self.client = client        # dap.admin_client.AdminClient
+
+    @property
+    def url(self) -> str:
+        return str(self.client.base)
+
+    @property
+    def where(self) -> str:
+        return f"admin API {self.client.base}"
+
+    def put(self, pt: ProvisionedTask) -> None:
+        self.client.put_task(pt.admin_json(self.role))
+
+    def remove(self, pt: ProvisionedTask) -> None:
+        self.client.delete_task(b64(bytes(pt.task.task_id)))
+
+
+class DatastoreTarget(Target):
+    """An Aggregator provisioned by writing into its SQLite datastore (it may be running:
+    it reads tasks from the datastore on first use)."""
+
+    def __init__(self, role: str, config: Any) -> None:
+        self.role = role
+        self.config = config        # dap.server.config.AggregatorConfig
+
+    @property
+    def url(self) -> str:
+        return aggregator_url(self.config)
+
+    @property
+    def where(self) -> str:
+        return f"datastore {self.config.datastore}"
+
+    def _open(self) -> Any:
+        from dap.storage.sqlite import SqliteDatastore
+
+        return SqliteDatastore(self.config.datastore, self.config.sqlite_synchronous)
+
+    def put(self, pt: ProvisionedTask) -> None:
+        from dap.core.errors import DapProblem
+        from dap.server.admin import task_record_from_json
+
+        try:  # the checks the admin API makes, the DP policy included
+            record = task_record_from_json(pt.admin_json(self.role))
+        except DapProblem as exc:
+            raise TaskRefused(f"the {self.role} would refuse the task: {exc.detail}") from None
+        try:
+            ds = self._open()
+        except Exception as exc:  # noqa: BLE001 - sqlite3 errors have no common base here
+            raise ProvisionError(f"cannot open the {self.role} datastore "
+                                 f"{self.config.datastore}: {exc}") from None
+        try:
+            with ds.transaction() as tx:
+                existing = tx.get_task(record.task_id)
+                if existing is not None and existing != record:
+                    raise ProvisionError(f"the {self.role} datastore has a different task "
+                                         "with this ID")
+                tx.put_task(record)
+        finally:
+            ds.close()
+
+    def remove(self, pt: ProvisionedTask) -> None:
+        ds = self._open()
+        try:
+            with ds.transaction() as tx:
+                tx.delete_task(bytes(pt.task.task_id))
+        finally:
+            ds.close()
+
+
+def provision(pt: ProvisionedTask, helper: Target, leader: Target,
+              warn: Callable[[str], None] = lambda _message: None) -> None:
+    """Write the task to the Helper, then to the Leader, so that the Leader never runs a
+    task its Helper lacks. If the Leader fails, the task is removed from the Helper again
+    (best effort: a failure to remove is passed to `warn`) and the error propagates."""
+    helper.put(pt)
+    try:
+        leader.put(pt)
+    except BaseException:
+        try:
+            helper.remove(pt)
+        except Exception as exc:  # noqa: BLE001 - report, but the first error matters
+            warn(f"could not remove the task from the {helper.role}: {exc}")
+        raise

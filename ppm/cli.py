@@ -5,7 +5,7 @@ function in its own `cli` module, so that areas stay independent:
 
     ppm vdaf ...     vdaf/cli.py
     ppm dp ...       dp_policy/cli.py
-    ppm dap ...      dap/cli.py
+    ppm dap ..., leader, helper, task, upload, collect, demo     dap/cli/
 
 A registered sub-command sets `func` on its parser; `func(args)` returns the exit code.
 """

@@ -16,7 +16,9 @@ from typing import Any
 
 import pytest
 
-from dap.cli_ops import CliError, build_vdaf, parse_measurement
+from dap.cli.args import build_vdaf
+from dap.cli.errors import CliError
+from dap.cli.upload import parse_measurement
 from dap.provision import new_task
 from ppm.cli import main
 from tests.dap_harness import free_port

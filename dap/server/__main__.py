@@ -13,7 +13,7 @@ def main(argv: list[str] | None = None) -> int:
         description="Serve a DAP-18 Leader or Helper from an AggregatorConfig JSON file.")
     parser.add_argument("config", metavar="CONFIG_FILE", help="aggregator configuration")
     args = parser.parse_args(argv)
-    from dap.cli_ops import run_command, serve
+    from dap.cli.serve import run_command, serve
 
     return run_command(lambda a: serve(a.config))(args)
 

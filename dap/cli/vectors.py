@@ -1,11 +1,9 @@
-"""``ppm dap ...`` sub-commands, and the top-level commands that operate DAP.
+"""`ppm dap vectors generate|check`: write and check the DAP test vectors of a profile.
 
     ppm dap vectors generate --out DIR [--profile dap-18|dap-09] [--json]
                                                   write the test vectors of a profile
     ppm dap vectors check DIR [--json]            re-derive, decode and decrypt them (each
                                                   file's "draft" selects the profile)
-
-    ppm leader / helper / task create / upload / collect / demo   see dap/cli_ops.py
 """
 
 from __future__ import annotations
@@ -37,10 +35,6 @@ def register(subparsers: Any) -> None:
     chk.add_argument("directory", type=Path, help="directory of vector files")
     chk.add_argument("--json", action="store_true", help="machine-readable output")
     chk.set_defaults(func=_check)
-
-    from dap import cli_ops
-
-    cli_ops.register(subparsers)
 
 
 def _help(parser: argparse.ArgumentParser) -> int:

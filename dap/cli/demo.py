@@ -1,0 +1,171 @@
+"""`ppm demo`: run the demo job (`dap.demo`) and print its result, as text with a
+progress bar on a terminal, or as one JSON object with `--json`."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from typing import Any, TextIO
+
+from dap import demo
+from dap.cli.args import batch_mode_arg, policy_name_arg, positive_int, vdaf_name_arg
+from dap.cli.errors import run_command, usage_errors
+from dap.cli.output import emit_json, format_duration
+from dap.dp import DEFAULT_DELTA, DEFAULT_FP, describe_spec
+
+# ---------------------------------------------------------------------------------------
+# Progress and status on stderr
+# ---------------------------------------------------------------------------------------
+
+
+class Progress:
+    """A plain-text progress bar on a terminal (`\\r` redraws); silent otherwise."""
+
+    def __init__(self, enabled: bool, stream: TextIO = sys.stderr, width: int = 30) -> None:
+        self.enabled = enabled
+        self.stream = stream
+        self.width = width
+        self._shown = False
+
+    def update(self, label: str, done: int, total: int) -> None:
+        if not self.enabled:
+            return
+        frac = done / total if total else 1.0
+        filled = int(self.width * frac)
+        bar = "#" * filled + "." * (self.width - filled)
+        self.stream.write(f"\r{label} [{bar}] {done}/{total} {int(100 * frac):3d}%")
+        self.stream.flush()
+        self._shown = True
+
+    def done(self) -> None:
+        if self._shown:
+            self.stream.write("\n")
+            self.stream.flush()
+            self._shown = False
+
+
+class Status:
+    def __init__(self, enabled: bool, stream: TextIO = sys.stderr) -> None:
+        self.enabled = enabled
+        self.stream = stream
+
+    def __call__(self, message: str) -> None:
+        if self.enabled:
+            print(message, file=self.stream, flush=True)
+
+
+# ---------------------------------------------------------------------------------------
+# Text output
+# ---------------------------------------------------------------------------------------
+
+
+def _num(value: Any, sign: bool = False) -> str:
+    if isinstance(value, float):
+        return f"{value:+.1f}" if sign else f"{value:.1f}"
+    return f"{value:+d}" if sign else str(value)
+
+
+def describe_guarantee(g: dict[str, Any]) -> str:
+    if not g.get("protected"):
+        return "no protection"
+    eps, delta = g["epsilon"], g["delta"]
+    if delta == 0:
+        return f"{eps:.4g}-DP (pure)"
+    return f"({eps:.4g}, {delta:.2g})-DP"
+
+
+def render(result: dict[str, Any]) -> str:
+    lines = [f"DAP demo: {result['report_count']} reports, {result['vdaf_description']}, "
+             f"{result['batch_mode']} batch",
+             f"DP policy: {describe_spec(result['dp_policy'])}"]
+    iv = result["interval"]
+    lines.append(f"batch interval: {iv['start_utc']} + {format_duration(iv['duration'])}")
+    lines.append("")
+    true, private = result["true"], result["private"]
+    per = result["error"]["per_bucket"]
+    if isinstance(true, list):
+        scale = max([abs(v) for v in true] + [1])
+        bar_width = 24
+        label = "coord" if result["vdaf"] == "Prio3SumVec" else "bucket"
+        lines.append(f"{label:>6} {'true':>8} {'private':>9} {'error':>7}")
+        for i, (t, p, e) in enumerate(zip(true, private, per, strict=True)):
+            bar = "#" * max(0, round(bar_width * float(p) / scale))
+            lines.append(f"{i:>6} {t:>8} {_num(p):>9} {_num(e, True):>7}  {bar}")
+        lines.append(f"{'total':>6} {sum(true):>8} {_num(sum(private)):>9}")
+    else:
+        lines.append(f"{'':>6} {'true':>8} {'private':>9} {'error':>7}")
+        lines.append(f"{'value':>6} {true:>8} {_num(private):>9} {_num(per[0], True):>7}")
+    err = result["error"]
+    line = f"error: max |private - true| = {_num(err['max_abs'])}, RMSE {err['rmse']:.2f}"
+    if err.get("expected_std"):
+        line += f" (expected noise std {err['expected_std']:.2f} per value)"
+    lines += ["", line]
+    g = result["guarantee"]
+    if g.get("trust_model") is None:
+        lines.append("privacy: none -- " + g["note"])
+    else:
+        model = g["trust_model"]
+        lines.append(f"privacy: {describe_guarantee(g)} in trust model {model} "
+                     f"({demo.TRUST_MODELS.get(model, '')})")
+        lines.append(f"         {g['method']}; {g['note']}")
+        others = [f"{m} {describe_guarantee(o)}" for m, o in result["guarantees"].items()
+                  if m != model]
+        if others:
+            lines.append("         other trust models: " + "; ".join(others))
+    t = result["timings"]
+    lines.append(f"time: {t['total']:.1f} s (setup {t['setup']:.1f} s, upload "
+                 f"{t['upload']:.1f} s, collect {t['collect']:.1f} s)")
+    return "\n".join(lines)
+
+# ---------------------------------------------------------------------------------------
+# ppm demo
+# ---------------------------------------------------------------------------------------
+
+
+def _cmd_demo(args: argparse.Namespace) -> int:
+    settings = demo.DemoSettings(
+        vdaf=args.vdaf, policy=args.policy, reports=args.reports, epsilon=args.epsilon,
+        delta=args.delta, eps0=args.eps0, fp=args.fp, length=args.length,
+        batch_mode=args.batch_mode, seed=args.seed, timeout=args.timeout)
+    with usage_errors():
+        resolved = demo.resolve(settings)
+    interactive = not args.json
+    status = Status(interactive)
+    progress = Progress(interactive and sys.stderr.isatty())
+    try:
+        result = asyncio.run(demo.run_demo(settings, status, progress, resolved))
+    finally:
+        progress.done()
+    if args.json:
+        emit_json(result)
+    else:
+        print(render(result))
+    return 0
+
+
+def register(subparsers: Any) -> None:
+    """Add `demo` to the `ppm` parser."""
+    p = subparsers.add_parser(
+        "demo", help="run a Leader, a Helper, Clients and a Collector with DP, in one go",
+        description="\n\n".join((demo.__doc__ or "").split("\n\n")[1:]),
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--vdaf", type=vdaf_name_arg, default="Prio3Histogram",
+                   help="Count, Sum, SumVec, Histogram (default) or MultihotCountVec")
+    p.add_argument("--policy", type=policy_name_arg, default=None,
+                   help="DP policy: none, or one that fits the VDAF (default: see the "
+                   "table above)")
+    p.add_argument("--reports", type=positive_int, default=2000, help="default 2000")
+    p.add_argument("--epsilon", type=float, default=1.0, help="default 1.0")
+    p.add_argument("--delta", type=float, default=DEFAULT_DELTA, help="default 1e-9")
+    p.add_argument("--eps0", type=float, default=3.0,
+                   help="local epsilon of client randomization, default 3.0")
+    p.add_argument("--fp", type=float, default=DEFAULT_FP, help=argparse.SUPPRESS)
+    p.add_argument("--length", type=positive_int, default=10, help="vector length, default 10")
+    p.add_argument("--batch-mode", type=batch_mode_arg, default="time-interval",
+                   help="time-interval (default) or leader-selected")
+    p.add_argument("--seed", type=int, default=2024,
+                   help="seed of the simulated measurements (not of the protocol or noise)")
+    p.add_argument("--timeout", type=float, default=60.0, help=argparse.SUPPRESS)
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.set_defaults(func=run_command(_cmd_demo))

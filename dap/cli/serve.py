@@ -1,0 +1,63 @@
+"""`ppm leader|helper --config FILE`: serve the Aggregator an AggregatorConfig JSON file
+describes (aiohttp, Ctrl-C to stop). `python -m dap.server FILE` runs `serve` too."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from dap.cli.errors import CliError, run_command, usage_error
+
+
+def load_config(path: str | Path, role: str | None = None) -> Any:
+    """An AggregatorConfig from a JSON file, as a CliError on any problem."""
+    from dap.server.config import AggregatorConfig
+
+    try:
+        config = AggregatorConfig.load(path)
+    except FileNotFoundError:
+        raise usage_error(f"configuration file not found: {path}") from None
+    except json.JSONDecodeError as exc:
+        raise usage_error(f"configuration file {path} is not JSON: {exc}") from None
+    except (ValueError, TypeError) as exc:
+        raise usage_error(f"bad configuration file {path}: {exc}") from None
+    if role is not None and config.role != role:
+        raise usage_error(f"{path} configures a {config.role}, not a {role}")
+    return config
+
+
+def serve(path: str | Path, role: str | None = None) -> int:
+    """Run the aggregator a configuration file describes until interrupted."""
+    from dap.server.app import run
+
+    config = load_config(path, role)
+    try:
+        run(config)
+    except OSError as exc:
+        raise CliError(f"cannot serve on {config.listen_host}:{config.listen_port}: "
+                       f"{exc.strerror or exc}") from None
+    return 0
+
+
+def _cmd_serve(role: str) -> Callable[[argparse.Namespace], int]:
+    def cmd(args: argparse.Namespace) -> int:
+        return serve(args.config, role)
+
+    return run_command(cmd)
+
+
+def register(subparsers: Any) -> None:
+    """Add `leader` and `helper` to the `ppm` parser."""
+    for role in ("leader", "helper"):
+        p = subparsers.add_parser(role, help=f"run the DAP {role.capitalize()} (aiohttp)",
+                                  description=f"Serve the DAP-18 {role.capitalize()} "
+                                  "described by an AggregatorConfig JSON file.")
+        p.add_argument("--config", required=True, metavar="FILE",
+                       help="aggregator configuration (JSON, see dap/server/config.py)")
+        p.set_defaults(func=_cmd_serve(role))
+
+
+__all__ = ["load_config", "register", "run_command", "serve"]

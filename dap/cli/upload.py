@@ -1,0 +1,135 @@
+"""`ppm upload --task client-task.json MEASUREMENT...`: upload reports as a DAP Client."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from dap.cli.args import add_json, positive_int
+from dap.cli.errors import run_command, usage_error
+from dap.cli.output import emit_json, iso
+from dap.cli.taskfile import load_view
+from vdaf import registry
+
+
+def parse_measurement(text: str, vdaf: Any, policy: Any = None) -> Any:
+    """A measurement of the task's VDAF from the command line: an integer (Count: 0/1,
+    Sum, Histogram bucket index, and the bucket index for a client-randomized
+    multi-hot histogram) or a JSON list (SumVec; MultihotCountVec as 0/1 or booleans).
+    Raises CliError (usage) with what was expected."""
+    name = registry.name_of(vdaf)
+    params = registry.parameters_of(vdaf)
+    rappor = policy is not None and hasattr(policy, "rappor")
+    top = params.get("max_measurement")
+    if top is None and "bits" in params:
+        top = (1 << params["bits"]) - 1  # VDAF-08 Sum, SumVec
+    expected = {
+        "Prio3Count": "0 or 1",
+        "Prio3Sum": f"an integer in [0, {top}]",
+        "Prio3Histogram": f"a bucket index in [0, {params.get('length')})",
+        "Prio3SumVec": f"a JSON list of {params.get('length')} integers in [0, {top}]",
+        "Prio3MultihotCountVec": (
+            f"a bucket index in [0, {params.get('length')})" if rappor else
+            f"a JSON list of {params.get('length')} bits (0/1 or true/false) with at "
+            f"most {params.get('max_weight')} ones"),
+    }.get(name, "a measurement")
+    bad = usage_error(f"bad measurement {text!r} for {registry.describe(vdaf)}: expected "
+                      f"{expected}")
+    try:
+        value = json.loads(text)
+    except ValueError:
+        raise bad from None
+    if isinstance(value, bool) and name == "Prio3Count":
+        value = int(value)
+    if rappor:
+        if not (isinstance(value, int) and not isinstance(value, bool)
+                and 0 <= value < params["length"]):
+            raise bad
+        return value
+    if name == "Prio3MultihotCountVec":
+        if not isinstance(value, list) or any(v not in (0, 1) for v in value):
+            raise bad
+        value = [bool(v) for v in value]
+    elif name == "Prio3SumVec":
+        if not isinstance(value, list) or any(isinstance(v, bool) for v in value):
+            raise bad
+    elif not isinstance(value, int) or isinstance(value, bool):
+        raise bad
+    try:
+        vdaf.flp.encode(value)
+    except (ValueError, TypeError):
+        raise bad from None
+    return value
+
+
+def read_measurement_texts(args: argparse.Namespace) -> list[str]:
+    texts = list(args.measurements)
+    if args.file is not None:
+        try:
+            content = sys.stdin.read() if args.file == "-" else Path(args.file).read_text()
+        except OSError as exc:
+            raise usage_error(f"cannot read {args.file}: {exc.strerror or exc}") from None
+        texts += [line.strip() for line in content.splitlines()
+                  if line.strip() and not line.lstrip().startswith("#")]
+    if not texts:
+        raise usage_error("no measurements (give them as arguments or with --file)")
+    return texts
+
+
+def _cmd_upload(args: argparse.Namespace) -> int:
+    from dap.client import Client
+    from dap.common import BatchMode
+    from dap.dp import task_policy
+    from dap.provision import b64
+
+    _, task = load_view(args.task, collector=False)
+    vdaf = task.vdaf()
+    policy = task_policy(task)
+    measurements = [parse_measurement(t, vdaf, policy) for t in read_measurement_texts(args)]
+    now = time.time()
+
+    async def go() -> Any:
+        async with Client(task) as client:
+            return await client.upload(measurements, batch_size=args.batch_size,
+                                       time_seconds=now)
+
+    result = asyncio.run(go())
+    tp = task.time_precision
+    start = int(now) // tp * tp
+    rejected = {b64(rid): err.name.lower() for rid, err in result.rejected.items()}
+    hint = (f"--interval {start},{tp}" if task.batch_mode == BatchMode.TIME_INTERVAL
+            else "--current-batch")
+    if args.json:
+        emit_json({"ok": not rejected, "accepted": result.accepted, "rejected": rejected,
+                   "task_id": b64(bytes(task.task_id)), "report_time": start,
+                   "collect_hint": hint})
+    else:
+        print(f"uploaded {result.accepted} of {len(measurements)} reports to "
+              f"{task.leader_aggregator_endpoint}")
+        for rid, err in sorted(rejected.items()):
+            print(f"  rejected report {rid}: {err}")
+        print(f"reports are timestamped {iso(start)} ({start}); collect with: "
+              f"ppm collect --task COLLECTOR_TASK {hint}")
+    if rejected:
+        print(f"ppm: error: the Leader rejected {len(rejected)} reports", file=sys.stderr)
+        return 1
+    return 0
+
+
+def register(subparsers: Any) -> None:
+    """Add `upload` to the `ppm` parser."""
+    p = subparsers.add_parser("upload", help="upload measurements as a DAP Client")
+    p.add_argument("--task", required=True, metavar="FILE", help="client-task.json")
+    p.add_argument("measurements", nargs="*", metavar="MEASUREMENT",
+                   help="an integer, or a JSON list for SumVec / MultihotCountVec")
+    p.add_argument("--file", metavar="PATH", help="more measurements, one per line (- for "
+                   "stdin)")
+    p.add_argument("--batch-size", type=positive_int, default=500,
+                   help="reports per upload request")
+    add_json(p)
+    p.set_defaults(func=run_command(_cmd_upload))
