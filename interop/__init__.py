@@ -4,7 +4,7 @@ DAP-09 tasks, served side by side by the same processes.
     ppm interop serve --role client|leader|helper|collector [--port 8080] [--host 127.0.0.1]
                       [--data-dir DIR] [--log-dir DIR]
     ppm interop run --client URL --leader URL --helper URL --collector URL
-                    [--dap-version dap-18|dap-09|all ...] [--json]
+                    [--dap-version dap-19|dap-18|dap-09|all ...] [--json]
 
 Protocol version of a request (:func:`interop.fields.request_version`): its
 ``dap_version`` (``"dap-18"`` / ``"dap-09"``, our addition) when present; otherwise

@@ -4,7 +4,7 @@
                       [--host 127.0.0.1] [--data-dir DIR] [--log-dir DIR]
     ppm interop run --client URL --leader URL --helper URL --collector URL
                     [--vdaf NAME ...] [--batch-mode time_interval|leader_selected]
-                    [--dap-version dap-18|dap-09|all ...] [--concurrency 4] [--json]
+                    [--dap-version dap-19|dap-18|dap-09|all ...] [--concurrency 4] [--json]
 
 `serve` runs the test API of one role (interop/server.py), for dap-18 and dap-09 tasks
 alike; `run` drives four of them through every case (interop/runner.py) of both protocol

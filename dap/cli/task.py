@@ -35,6 +35,7 @@ from dap.cli.errors import CliError, run_command, usage_error, usage_errors
 from dap.cli.output import emit_json, write_json_file
 from dap.cli.serve import load_config
 from dap.dp import DEFAULT_DELTA, DEFAULT_FP
+from dap.profiles import DEFAULT_PROFILE, SHIPPED
 from vdaf import registry
 
 
@@ -188,9 +189,10 @@ def register(subparsers: Any) -> None:
     g.add_argument("--chunk-length", type=int, help="default: about sqrt of the encoded "
                    "measurement length")
     g = p.add_argument_group("task")
-    g.add_argument("--profile", choices=("dap-18", "dap-09"), default="dap-18",
-                   help="protocol profile: dap-18 (VDAF 18) or dap-09 (VDAF-08, for Janus "
-                   "0.7, Daphne, divviup-ts); leader-selected is DAP-09's fixed_size")
+    g.add_argument("--profile", choices=SHIPPED, default=DEFAULT_PROFILE.name,
+                   help="protocol profile: dap-19 (the newest draft, default), dap-18, or "
+                   "dap-09 (VDAF-08, for Janus 0.7, Daphne, divviup-ts); leader-selected is "
+                   "DAP-09's fixed_size")
     g.add_argument("--batch-mode", type=batch_mode_arg, default="time-interval",
                    help="time-interval (default) or leader-selected")
     g.add_argument("--min-batch-size", type=positive_int, default=10)

@@ -1,6 +1,6 @@
 """`ppm dap vectors generate|check`: write and check the DAP test vectors of a profile.
 
-    ppm dap vectors generate --out DIR [--profile dap-18|dap-09] [--json]
+    ppm dap vectors generate --out DIR [--profile dap-19|dap-18|dap-09] [--json]
                                                   write the test vectors of a profile
     ppm dap vectors check DIR [--json]            re-derive, decode and decrypt them (each
                                                   file's "draft" selects the profile)
@@ -27,11 +27,12 @@ def register(subparsers: Any) -> None:
 
     gen = vectors_sub.add_parser("generate", help="write the DAP test vectors of a profile")
     gen.add_argument("--out", required=True, type=Path, help="output directory")
-    gen.add_argument("--profile", default="dap-18", help="DAP profile (dap-18, dap-09)")
+    gen.add_argument("--profile", default="dap-19",
+                     help="DAP profile (dap-19, dap-18, dap-09)")
     gen.add_argument("--json", action="store_true", help="machine-readable output")
     gen.set_defaults(func=_generate)
 
-    chk = vectors_sub.add_parser("check", help="check DAP test vectors (dap-18 or dap-09)")
+    chk = vectors_sub.add_parser("check", help="check DAP test vectors (any profile)")
     chk.add_argument("directory", type=Path, help="directory of vector files")
     chk.add_argument("--json", action="store_true", help="machine-readable output")
     chk.set_defaults(func=_check)
