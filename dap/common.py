@@ -46,6 +46,10 @@ from dap.codec import (
 
 _U64_MAX = (1 << 64) - 1
 
+#: This project's private-use task extension binding a DP policy
+#: (draft-wang-ppm-differential-privacy) to a task (see dap/dp.py and the README).
+DP_POLICY_EXTENSION = 0xFF00
+
 
 class ReportError(IntEnum):
     """The protocol core's per-report errors (every draft's ``ReportError`` /

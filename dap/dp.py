@@ -25,10 +25,6 @@ import json
 import math
 from typing import Any
 
-from dap.profiles.dap18.messages import TaskExtensionType
-
-DP_POLICY_EXTENSION = int(TaskExtensionType.DP_POLICY)
-
 POLICIES = (
     "HistogramWithAggregatorRandomization",
     "HistogramWithAggregatorLaplace",

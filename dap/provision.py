@@ -23,7 +23,6 @@ from dap.common import BatchMode, HpkeConfig, Interval
 from dap.dp import encode_spec
 from dap.hpke import HpkeKeypair, generate_keypair
 from dap.profiles import DEFAULT_PROFILE, Profile, get_profile
-from dap.profiles.dap18.task import Task
 from dap.storage import TaskRecord
 
 
@@ -97,29 +96,13 @@ def new_task(vdaf: Any, leader_url: str, helper_url: str, *,
     For a DAP-09 task, `batch_mode` picks the query type (leader-selected: fixed_size),
     `max_batch_size` is the fixed_size task parameter, `task_interval` gives the
     `task_expiration` (its end; DAP-09 tasks have no start) and `task_info` is unused."""
-    options: dict[str, Any] = {}
     dp = encode_spec(dp_policy) if dp_policy else None
     task_id = task_id or secrets.token_bytes(32)
-    task: Any
-    if profile.task_type() is Task:
-        task = Task.for_vdaf(
-            vdaf, task_id=task_id, task_info=task_info,
-            leader_aggregator_endpoint=leader_url, helper_aggregator_endpoint=helper_url,
-            time_precision=time_precision, min_batch_size=min_batch_size,
-            batch_mode=batch_mode, task_interval=task_interval, profile=profile, dp_policy=dp)
-        if max_batch_size is not None:
-            options["max_batch_size"] = max_batch_size
-    else:
-        from dap.profiles.dap09.messages import QueryType
-
-        task = profile.task_type().for_vdaf(
-            vdaf, task_id=task_id, leader_aggregator_endpoint=leader_url,
-            helper_aggregator_endpoint=helper_url, time_precision=time_precision,
-            min_batch_size=min_batch_size, profile=profile, dp_policy=dp,
-            query_type=QueryType.TIME_INTERVAL if batch_mode == BatchMode.TIME_INTERVAL
-            else QueryType.FIXED_SIZE,
-            max_batch_size=max_batch_size if batch_mode == BatchMode.LEADER_SELECTED else None,
-            task_expiration=task_interval.end * time_precision if task_interval else None)
+    task, options = profile.task_cls.provision(
+        vdaf, profile=profile, task_id=task_id, task_info=task_info, leader_url=leader_url,
+        helper_url=helper_url, time_precision=time_precision, min_batch_size=min_batch_size,
+        batch_mode=batch_mode, task_interval=task_interval, max_batch_size=max_batch_size,
+        dp_policy=dp)
     return ProvisionedTask(task, secrets.token_bytes(vdaf.VERIFY_KEY_SIZE),
                            secrets.token_urlsafe(24), secrets.token_urlsafe(24),
                            generate_keypair(secrets.randbelow(256)), options)

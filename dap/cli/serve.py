@@ -1,10 +1,9 @@
 """`ppm leader|helper --config FILE`: serve the Aggregator an AggregatorConfig JSON file
-describes (aiohttp, Ctrl-C to stop). `python -m dap.server FILE` runs `serve` too."""
+describes (aiohttp, Ctrl-C to stop). `python -m dap.server FILE` is the same without `ppm`."""
 
 from __future__ import annotations
 
 import argparse
-import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -14,19 +13,12 @@ from dap.cli.errors import CliError, run_command, usage_error
 
 def load_config(path: str | Path, role: str | None = None) -> Any:
     """An AggregatorConfig from a JSON file, as a CliError on any problem."""
-    from dap.server.config import AggregatorConfig
+    from dap.server.config import ConfigError, load_config_file
 
     try:
-        config = AggregatorConfig.load(path)
-    except FileNotFoundError:
-        raise usage_error(f"configuration file not found: {path}") from None
-    except json.JSONDecodeError as exc:
-        raise usage_error(f"configuration file {path} is not JSON: {exc}") from None
-    except (ValueError, TypeError) as exc:
-        raise usage_error(f"bad configuration file {path}: {exc}") from None
-    if role is not None and config.role != role:
-        raise usage_error(f"{path} configures a {config.role}, not a {role}")
-    return config
+        return load_config_file(path, role)
+    except ConfigError as exc:
+        raise usage_error(str(exc)) from None
 
 
 def serve(path: str | Path, role: str | None = None) -> int:
@@ -53,7 +45,7 @@ def register(subparsers: Any) -> None:
     """Add `leader` and `helper` to the `ppm` parser."""
     for role in ("leader", "helper"):
         p = subparsers.add_parser(role, help=f"run the DAP {role.capitalize()} (aiohttp)",
-                                  description=f"Serve the DAP-18 {role.capitalize()} "
+                                  description=f"Serve the DAP {role.capitalize()} "
                                   "described by an AggregatorConfig JSON file.")
         p.add_argument("--config", required=True, metavar="FILE",
                        help="aggregator configuration (JSON, see dap/server/config.py)")

@@ -14,8 +14,8 @@ from typing import Any
 
 from dap.common import BatchMode, Duration, Interval, ReportError, Time, batch_checksum
 from dap.core.errors import DapProblem
+from dap.core.store import BatchBucketRecord, Transaction
 from dap.core.tasks import AggregatorTask
-from dap.storage import BatchBucketRecord, Transaction
 
 
 def time_bucket(time: int) -> bytes:

@@ -26,10 +26,7 @@ from dap.core.buckets import (
 )
 from dap.core.errors import DapProblem, NotReady
 from dap.core.rand import Rng
-from dap.core.tasks import AggregatorTask, Keyring
-from dap.core.wire import InitItem, InitReq, Resp, ShareReq
-from dap.hpke import HpkeError
-from dap.storage import (
+from dap.core.store import (
     AggregateShareJobRecord,
     AggregateShareJobState,
     AggregationJobRecord,
@@ -38,6 +35,9 @@ from dap.storage import (
     ReportAggregationState,
     Transaction,
 )
+from dap.core.tasks import AggregatorTask, Keyring
+from dap.core.wire import InitItem, InitReq, Resp, ShareReq
+from dap.hpke import HpkeError
 from vdaf.ping_pong import (
     Continued,
     Finished,

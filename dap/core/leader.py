@@ -25,9 +25,7 @@ from dap.core.buckets import (
 from dap.core.errors import DapProblem, NotReady
 from dap.core.helper import decrypt_input_share, digest, validate_report
 from dap.core.rand import Rng
-from dap.core.tasks import AggregatorTask, Keyring
-from dap.profiles.dap18.messages import Report
-from dap.storage import (
+from dap.core.store import (
     AggregationJobRecord,
     AggregationJobState,
     ClientReportRecord,
@@ -40,6 +38,7 @@ from dap.storage import (
     ReportState,
     Transaction,
 )
+from dap.core.tasks import AggregatorTask, Keyring
 from vdaf.ping_pong import (
     Continued,
     Finished,
@@ -130,7 +129,7 @@ def create_aggregation_jobs(tx: Transaction, task: AggregatorTask, keyring: Keyr
     vdaf = task.vdaf
     ctx = task.task.vdaf_ctx()
     verify_key = task.verify_keys[0]
-    ready: list[tuple[ClientReportRecord, Report, Continued]] = []
+    ready: list[tuple[ClientReportRecord, Any, Continued]] = []
     for rec in reports:
         report = task.wire.decode_report(rec.report)
         outcome = _leader_init_one(tx, task, keyring, rec, report, vdaf, ctx, verify_key, now,
@@ -146,7 +145,7 @@ def create_aggregation_jobs(tx: Transaction, task: AggregatorTask, keyring: Keyr
 
 
 def _leader_init_one(tx: Transaction, task: AggregatorTask, keyring: Keyring,
-                     rec: ClientReportRecord, report: Report, vdaf: Any, ctx: bytes,
+                     rec: ClientReportRecord, report: Any, vdaf: Any, ctx: bytes,
                      verify_key: bytes, now: float, clock_skew: int) -> Continued | ReportError:
     md = report.report_metadata
     rid = bytes(md.report_id)
@@ -178,9 +177,9 @@ def _leader_init_one(tx: Transaction, task: AggregatorTask, keyring: Keyring,
 
 
 def _group(tx: Transaction, task: AggregatorTask,
-           ready: list[tuple[ClientReportRecord, Report, Continued]], max_job_size: int,
+           ready: list[tuple[ClientReportRecord, Any, Continued]], max_job_size: int,
            now: float, rng: Rng) -> list[tuple[bytes | None, list[tuple[ClientReportRecord,
-                                                                        Report, Continued]]]]:
+                                                                        Any, Continued]]]]:
     """Split reports into jobs: by size for time-interval; for leader-selected, also by
     batch, filling the oldest open batch up to the task's target batch size."""
     if task.batch_mode == BatchMode.TIME_INTERVAL:
@@ -214,7 +213,7 @@ def _capacity(tx: Transaction, task: AggregatorTask, batch: LeaderBatchRecord) -
 
 
 def _store_job(tx: Transaction, task: AggregatorTask, batch_id: bytes | None,
-               chunk: Sequence[tuple[ClientReportRecord, Report, Continued]],
+               chunk: Sequence[tuple[ClientReportRecord, Any, Continued]],
                now: float, rng: Rng) -> AggregationJobRecord:
     tid = task.task_id
     job_id = rng.token_bytes(16)

@@ -12,10 +12,10 @@ from dap.codec import DecodeError
 from dap.common import BatchMode, HpkeConfig, HpkeConfigList, Role
 from dap.core.errors import DapProblem
 from dap.core.rand import Rng
+from dap.core.store import HpkeKeyRecord, HpkeKeyState, TaskRecord, Transaction
 from dap.core.wire import Wire
 from dap.hpke import HpkeKeypair, generate_keypair
 from dap.profiles import Profile, get_profile
-from dap.storage import HpkeKeyRecord, HpkeKeyState, TaskRecord, Transaction
 from dap.task import DapTask, TaskError
 
 

@@ -1,5 +1,6 @@
 """`python -m dap.server CONFIG_FILE`: run the Leader or Helper the configuration file
-describes (its `role`), like `ppm leader --config FILE` / `ppm helper --config FILE`."""
+describes (its `role`), like `ppm leader --config FILE` / `ppm helper --config FILE`.
+It uses the server package alone (no command-line module of `ppm`)."""
 
 from __future__ import annotations
 
@@ -10,12 +11,26 @@ import sys
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m dap.server",
-        description="Serve a DAP-18 Leader or Helper from an AggregatorConfig JSON file.")
+        description="Serve a DAP Leader or Helper from an AggregatorConfig JSON file.")
     parser.add_argument("config", metavar="CONFIG_FILE", help="aggregator configuration")
     args = parser.parse_args(argv)
-    from dap.cli.serve import run_command, serve
+    from dap.server.app import run
+    from dap.server.config import ConfigError, load_config_file
 
-    return run_command(lambda a: serve(a.config))(args)
+    try:
+        config = load_config_file(args.config)
+    except ConfigError as exc:
+        print(f"python -m dap.server: error: {exc}", file=sys.stderr)
+        return 2
+    try:
+        run(config)
+    except OSError as exc:
+        print(f"python -m dap.server: error: cannot serve on {config.listen_host}:"
+              f"{config.listen_port}: {exc.strerror or exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+    return 0
 
 
 if __name__ == "__main__":

@@ -77,3 +77,25 @@ class AggregatorConfig:
 
     def to_dict(self) -> dict[str, Any]:
         return {f.name: getattr(self, f.name) for f in fields(self)}
+
+
+class ConfigError(ValueError):
+    """A configuration file that cannot be used, with a one-line reason."""
+
+
+def load_config_file(path: str | Path, role: str | None = None) -> AggregatorConfig:
+    """The AggregatorConfig of a JSON file; any problem is a :class:`ConfigError` naming
+    the file (missing, not JSON, bad values, or another role than ``role``)."""
+    import json
+
+    try:
+        config = AggregatorConfig.load(path)
+    except FileNotFoundError:
+        raise ConfigError(f"configuration file not found: {path}") from None
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"configuration file {path} is not JSON: {exc}") from None
+    except (ValueError, TypeError) as exc:
+        raise ConfigError(f"bad configuration file {path}: {exc}") from None
+    if role is not None and config.role != role:
+        raise ConfigError(f"{path} configures a {config.role}, not a {role}")
+    return config

@@ -1,333 +1,53 @@
-"""The Aggregators' datastore: records and the narrow interface the protocol core uses.
+"""The Aggregators' datastore backends (``dap.storage.sqlite``, the embedded default).
 
-Every state change of the protocol is one transaction (`Datastore.transaction()`), so
-that a crash leaves either the state before or the state after it: nothing answered
-to a client or peer is lost and no report is counted twice. Records hold encoded DAP
-messages as bytes; the datastore knows no protocol logic. The interface is kept small
-so that a PostgreSQL backend can follow (several replicas then coordinate through row
-leases, see `lease_*` on jobs).
-
-Backends: `dap.storage.sqlite.SqliteDatastore` (embedded, the default).
-
-States. The state of each record is a `StrEnum` defined here, beside the record that
-holds it (the storage layer is below the protocol core and the servers, so both can
-import them, and a backend may name them in its queries). A member is a `str` equal to
-its value, so what is stored is byte-identical to the former string literals and existing
-datastores keep working; records read back are converted to the enum (`__post_init__`),
-which also refuses an unknown stored value.
+The records, states and the ``Transaction`` / ``Datastore`` interface they implement are
+the protocol core's (:mod:`dap.core.store`) and are re-exported here.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import AbstractContextManager
-from dataclasses import dataclass
-from enum import StrEnum
-from typing import Protocol
-
-
-class StorageError(Exception):
-    """A datastore failure (not a protocol error)."""
-
-
-class HpkeKeyState(StrEnum):
-    """`HpkeKeyRecord.state` (rotation: pending -> active -> expired -> deleted)."""
-
-    PENDING = "pending"             # decrypts, not advertised yet
-    ACTIVE = "active"               # advertised in hpke_config
-    EXPIRED = "expired"             # no longer advertised, still decrypts
-
-
-class ReportState(StrEnum):
-    """`ClientReportRecord.state`: a report uploaded to the Leader."""
-
-    NEW = "new"                     # waiting for an aggregation job
-    IN_JOB = "in_job"               # in an active aggregation job
-    AGGREGATED = "aggregated"       # its output share is committed
-    FAILED = "failed"               # rejected (see `error`) or its job abandoned
-
-
-class AggregationJobState(StrEnum):
-    """`AggregationJobRecord.state` (Leader and Helper)."""
-
-    ACTIVE = "active"
-    FINISHED = "finished"
-    ABANDONED = "abandoned"         # Leader: given up (Section 4.5.5)
-    DELETED = "deleted"             # Helper: deleted by the Leader
-
-
-class ReportAggregationState(StrEnum):
-    """`ReportAggregationRecord.state`: one report in one aggregation job."""
-
-    ACTIVE = "active"               # verification continues (verify_state is stored)
-    FINISHED_OUTBOUND = "finished_outbound"  # Leader: finished, last message not yet
-    #                                          acknowledged (verify_state: the out share)
-    FINISHED = "finished"           # output share committed
-    REJECTED = "rejected"           # see `error`
-
-
-class CollectionJobState(StrEnum):
-    """`CollectionJobRecord.state` (Leader)."""
-
-    START = "start"                 # waiting for its batch
-    COLLECTING = "collecting"       # batch frozen, AggregateShareReq sent to the Helper
-    FINISHED = "finished"
-    FAILED = "failed"
-    DELETED = "deleted"
-
-
-class AggregateShareJobState(StrEnum):
-    """`AggregateShareJobRecord.state` (Helper)."""
-
-    START = "start"                 # batch collected, share not yet computed
-    FINISHED = "finished"
-    FAILED = "failed"
-    DELETED = "deleted"
-
-
-class LeaderBatchState(StrEnum):
-    """`LeaderBatchRecord.state` (Leader, leader-selected batch mode)."""
-
-    OPEN = "open"                   # takes reports
-    COLLECTING = "collecting"       # chosen by a collection job
-    COLLECTED = "collected"
-
-
-@dataclass
-class TaskRecord:
-    """An Aggregator's view of a task: the agreed configuration plus its secrets."""
-
-    task_id: bytes
-    role: str                       # "leader" or "helper"
-    profile: str                    # "dap-18", "dap-09"
-    config: bytes                   # encoded TaskConfiguration (profile's encoding)
-    vdaf_verify_key: bytes
-    collector_hpke_config: bytes    # encoded HpkeConfig
-    aggregator_auth_token: str      # Leader -> Helper bearer token
-    collector_auth_token: str | None = None   # Collector -> Leader (Leader only)
-    options: str = "{}"             # JSON: DP policy, job sizes, ... (see dap.core.tasks)
-
-
-@dataclass
-class HpkeKeyRecord:
-    config_id: int
-    config: bytes                   # encoded HpkeConfig
-    private_key: bytes
-    state: HpkeKeyState
-    created_at: float = 0.0
-
-    def __post_init__(self) -> None:
-        self.state = HpkeKeyState(self.state)
-
-
-@dataclass
-class ClientReportRecord:
-    """A report uploaded to the Leader, waiting for (or assigned to) an aggregation job."""
-
-    task_id: bytes
-    report_id: bytes
-    time: int
-    report: bytes                   # encoded Report
-    state: ReportState = ReportState.NEW
-    aggregation_job_id: bytes | None = None
-    error: int | None = None
-    created_at: float = 0.0
-
-    def __post_init__(self) -> None:
-        self.state = ReportState(self.state)
-
-
-@dataclass
-class AggregationJobRecord:
-    task_id: bytes
-    job_id: bytes
-    role: str
-    state: AggregationJobState
-    step: int
-    agg_param: bytes
-    batch_id: bytes | None = None   # leader-selected batch mode
-    request: bytes = b""            # Leader: the init request body (resent byte for byte)
-    request_hash: bytes = b""       # Helper: digest of the init request (idempotency)
-    last_continue_hash: bytes = b""
-    response: bytes | None = None   # Helper: last AggregationJobResp; Leader: unused
-    helper_url: str | None = None   # Leader: location of the job at the Helper
-    attempts: int = 0
-    next_attempt_at: float = 0.0
-    lease_expiry: float = 0.0
-    error: str | None = None
-    created_at: float = 0.0
-
-    def __post_init__(self) -> None:
-        self.state = AggregationJobState(self.state)
-
-
-@dataclass
-class ReportAggregationRecord:
-    task_id: bytes
-    job_id: bytes
-    ord: int
-    report_id: bytes
-    time: int
-    state: ReportAggregationState
-    verify_state: bytes | None = None
-    error: int | None = None
-
-    def __post_init__(self) -> None:
-        self.state = ReportAggregationState(self.state)
-
-
-@dataclass
-class BatchBucketRecord:
-    """Batch bucket (DAP-18 Section 4.5.3.3): running aggregate share, count, checksum."""
-
-    task_id: bytes
-    bucket: bytes                   # encoded Interval (time-interval) or BatchID
-    agg_param: bytes
-    agg_share: bytes | None = None  # encoded aggregate share (None: agg_init)
-    report_count: int = 0
-    checksum: bytes = bytes(32)
-    min_time: int | None = None
-    max_time: int | None = None
-    collected: bool = False
-
-
-@dataclass
-class CollectionJobRecord:
-    task_id: bytes
-    job_id: bytes
-    request: bytes                  # encoded CollectionJobReq
-    request_hash: bytes
-    state: CollectionJobState
-    batch_id: bytes | None = None   # leader-selected: chosen batch
-    response: bytes | None = None   # encoded CollectionJobResp
-    error: str | None = None        # problem type token
-    error_detail: str | None = None
-    attempts: int = 0
-    next_attempt_at: float = 0.0
-    created_at: float = 0.0
-
-    def __post_init__(self) -> None:
-        self.state = CollectionJobState(self.state)
-
-
-@dataclass
-class AggregateShareJobRecord:
-    task_id: bytes
-    share_id: bytes
-    request: bytes                  # encoded AggregateShareReq
-    request_hash: bytes
-    state: AggregateShareJobState
-    response: bytes | None = None   # encoded AggregateShare
-    error: str | None = None
-    error_detail: str | None = None
-    created_at: float = 0.0
-
-    def __post_init__(self) -> None:
-        self.state = AggregateShareJobState(self.state)
-
-
-@dataclass
-class LeaderBatchRecord:
-    """A batch of the leader-selected batch mode, as the Leader fills it."""
-
-    task_id: bytes
-    batch_id: bytes
-    assigned: int = 0               # reports put into aggregation jobs for this batch
-    state: LeaderBatchState = LeaderBatchState.OPEN
-    created_at: float = 0.0
-
-    def __post_init__(self) -> None:
-        self.state = LeaderBatchState(self.state)
-
-
-class Transaction(Protocol):
-    """The operations of one transaction."""
-
-    # tasks and keys
-    def put_task(self, task: TaskRecord) -> None: ...
-    def get_task(self, task_id: bytes) -> TaskRecord | None: ...
-    def list_tasks(self) -> list[TaskRecord]: ...
-    def delete_task(self, task_id: bytes) -> None: ...
-    def put_hpke_key(self, key: HpkeKeyRecord) -> None: ...
-    def list_hpke_keys(self) -> list[HpkeKeyRecord]: ...
-    def set_hpke_key_state(self, config_id: int, state: HpkeKeyState) -> None: ...
-    def delete_hpke_key(self, config_id: int) -> None: ...
-
-    # Leader: uploaded reports
-    def put_client_report(self, report: ClientReportRecord) -> bool: ...
-    def get_client_reports(self, task_id: bytes, report_ids: list[bytes]
-                           ) -> list[ClientReportRecord]: ...
-    def list_new_reports(self, task_id: bytes, limit: int) -> list[ClientReportRecord]: ...
-    def count_reports(self, task_id: bytes, states: tuple[ReportState, ...],
-                      time_from: int | None = None, time_to: int | None = None,
-                      created_before: float | None = None) -> int: ...
-    def oldest_new_report_age(self, task_id: bytes, now: float) -> float | None: ...
-    def set_report_states(self, task_id: bytes, report_ids: list[bytes], state: ReportState,
-                          job_id: bytes | None = None, error: int | None = None) -> None: ...
-
-    # aggregation jobs
-    def put_aggregation_job(self, job: AggregationJobRecord) -> None: ...
-    def update_aggregation_job(self, job: AggregationJobRecord) -> None: ...
-    def get_aggregation_job(self, task_id: bytes, job_id: bytes) -> AggregationJobRecord | None: ...
-    def find_aggregation_job_by_hash(self, task_id: bytes, request_hash: bytes
-                                     ) -> AggregationJobRecord | None: ...
-    def acquire_aggregation_jobs(self, role: str, now: float, lease: float, limit: int
-                                 ) -> list[AggregationJobRecord]: ...
-    def count_active_aggregation_jobs(self, task_id: bytes, batch_id: bytes | None = None,
-                                      time_from: int | None = None,
-                                      time_to: int | None = None) -> int: ...
-    def put_report_aggregations(self, records: list[ReportAggregationRecord]) -> None: ...
-    def get_report_aggregations(self, task_id: bytes, job_id: bytes
-                                ) -> list[ReportAggregationRecord]: ...
-    def update_report_aggregation(self, record: ReportAggregationRecord) -> None: ...
-
-    # replay protection and batch buckets
-    def is_report_aggregated(self, task_id: bytes, report_id: bytes) -> bool: ...
-    def mark_report_aggregated(self, task_id: bytes, report_id: bytes) -> bool: ...
-    def get_bucket(self, task_id: bytes, bucket: bytes, agg_param: bytes
-                   ) -> BatchBucketRecord | None: ...
-    def put_bucket(self, record: BatchBucketRecord) -> None: ...
-    def list_buckets(self, task_id: bytes, buckets: list[bytes] | None = None
-                     ) -> list[BatchBucketRecord]: ...
-    def is_bucket_collected(self, task_id: bytes, bucket: bytes) -> bool: ...
-    def mark_buckets_collected(self, task_id: bytes, buckets: list[bytes]) -> None: ...
-    def list_buckets_in_range(self, task_id: bytes, low: bytes, high: bytes
-                              ) -> list[BatchBucketRecord]: ...
-    def mark_interval_collected(self, task_id: bytes, start: int, end: int) -> None: ...
-    def interval_overlaps_collected(self, task_id: bytes, start: int, end: int) -> bool: ...
-    def unmark_interval_collected(self, task_id: bytes, start: int, end: int) -> None: ...
-    def unmark_buckets_collected(self, task_id: bytes, buckets: list[bytes]) -> None: ...
-    def count_reports_in_active_jobs(self, task_id: bytes, batch_id: bytes) -> int: ...
-
-    # collection (Leader) and aggregate shares (Helper)
-    def put_collection_job(self, job: CollectionJobRecord) -> None: ...
-    def update_collection_job(self, job: CollectionJobRecord) -> None: ...
-    def get_collection_job(self, task_id: bytes, job_id: bytes) -> CollectionJobRecord | None: ...
-    def find_collection_job_by_hash(self, task_id: bytes, request_hash: bytes
-                                    ) -> CollectionJobRecord | None: ...
-    def list_collection_jobs(self, states: tuple[CollectionJobState, ...], now: float
-                             ) -> list[CollectionJobRecord]: ...
-    def put_aggregate_share_job(self, job: AggregateShareJobRecord) -> None: ...
-    def update_aggregate_share_job(self, job: AggregateShareJobRecord) -> None: ...
-    def get_aggregate_share_job(self, task_id: bytes, share_id: bytes
-                                ) -> AggregateShareJobRecord | None: ...
-    def find_aggregate_share_job_by_hash(self, task_id: bytes, request_hash: bytes
-                                         ) -> AggregateShareJobRecord | None: ...
-    def list_aggregate_share_jobs(self, states: tuple[AggregateShareJobState, ...]
-                                  ) -> list[AggregateShareJobRecord]: ...
-
-    # Leader: leader-selected batches
-    def put_leader_batch(self, batch: LeaderBatchRecord) -> None: ...
-    def update_leader_batch(self, batch: LeaderBatchRecord) -> None: ...
-    def list_leader_batches(self, task_id: bytes, states: tuple[LeaderBatchState, ...]
-                            ) -> list[LeaderBatchRecord]: ...
-
-
-class Datastore(Protocol):
-    def transaction(self) -> AbstractContextManager[Transaction]: ...
-    def close(self) -> None: ...
-
-
-def iter_chunks(items: list[bytes], size: int = 500) -> Iterator[list[bytes]]:
-    for i in range(0, len(items), size):
-        yield items[i : i + size]
+from dap.core.store import (
+    AggregateShareJobRecord,
+    AggregateShareJobState,
+    AggregationJobRecord,
+    AggregationJobState,
+    BatchBucketRecord,
+    ClientReportRecord,
+    CollectionJobRecord,
+    CollectionJobState,
+    Datastore,
+    HpkeKeyRecord,
+    HpkeKeyState,
+    LeaderBatchRecord,
+    LeaderBatchState,
+    ReportAggregationRecord,
+    ReportAggregationState,
+    ReportState,
+    StorageError,
+    TaskRecord,
+    Transaction,
+    iter_chunks,
+)
+
+__all__ = [
+    "AggregateShareJobRecord",
+    "AggregateShareJobState",
+    "AggregationJobRecord",
+    "AggregationJobState",
+    "BatchBucketRecord",
+    "ClientReportRecord",
+    "CollectionJobRecord",
+    "CollectionJobState",
+    "Datastore",
+    "HpkeKeyRecord",
+    "HpkeKeyState",
+    "LeaderBatchRecord",
+    "LeaderBatchState",
+    "ReportAggregationRecord",
+    "ReportAggregationState",
+    "ReportState",
+    "StorageError",
+    "TaskRecord",
+    "Transaction",
+    "iter_chunks",
+]

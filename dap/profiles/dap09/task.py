@@ -101,6 +101,26 @@ class Task09:
         self.vdaf()  # validate eagerly
 
     @classmethod
+    def provision(cls, vdaf: Any, *, profile: Profile, task_id: bytes, task_info: bytes,
+                  leader_url: str, helper_url: str, time_precision: int,
+                  min_batch_size: int, batch_mode: BatchMode, task_interval: Any,
+                  max_batch_size: int | None, dp_policy: bytes | None
+                  ) -> tuple[Task09, dict[str, Any]]:
+        """A new task from ``ppm task create``'s parameters: the batch mode picks the query
+        type (leader-selected: fixed_size, whose task parameter max_batch_size is), the
+        task interval's end gives ``task_expiration`` (DAP-09 tasks have no start) and
+        ``task_info`` is unused (DAP-09 has none)."""
+        fixed = batch_mode == BatchMode.LEADER_SELECTED
+        task = cls.for_vdaf(
+            vdaf, task_id=task_id, leader_aggregator_endpoint=leader_url,
+            helper_aggregator_endpoint=helper_url, time_precision=time_precision,
+            min_batch_size=min_batch_size, profile=profile, dp_policy=dp_policy,
+            query_type=QueryType.FIXED_SIZE if fixed else QueryType.TIME_INTERVAL,
+            max_batch_size=max_batch_size if fixed else None,
+            task_expiration=task_interval.end * time_precision if task_interval else None)
+        return task, {}
+
+    @classmethod
     def for_vdaf(cls, vdaf: Any, **kwargs: Any) -> Task09:
         """A task running the VDAF object ``vdaf`` (a VDAF-08 class of the profile)."""
         profile: Profile = kwargs["profile"]

@@ -51,6 +51,7 @@ from dap.codec import (
 from dap.common import (
     BATCH_ID_CODEC,
     BATCH_MODE,
+    DP_POLICY_EXTENSION,
     REPORT_EXTENSIONS,
     REPORT_ID,
     TASK_ID,
@@ -116,7 +117,7 @@ class TaskExtensionType(IntEnum):
     # Not in DAP-18: this project's private-use codepoint binding a DP policy
     # (draft-wang-ppm-differential-privacy) to the task; see dap/dp.py. DAP-18 defines no
     # private-use range, so 0xFF00 is a convention of ours, documented in the README.
-    DP_POLICY = 0xFF00
+    DP_POLICY = DP_POLICY_EXTENSION
 
 
 class AggregationJobExtensionType(IntEnum):

@@ -263,6 +263,22 @@ class Task:
         self.configuration()  # validate eagerly
 
     @classmethod
+    def provision(cls, vdaf: Any, *, profile: Profile, task_id: bytes, task_info: bytes,
+                  leader_url: str, helper_url: str, time_precision: int,
+                  min_batch_size: int, batch_mode: BatchMode, task_interval: Interval | None,
+                  max_batch_size: int | None, dp_policy: bytes | None
+                  ) -> tuple[Task, dict[str, Any]]:
+        """A new task from ``ppm task create``'s parameters, and the Aggregators' task
+        options: DAP-18 has no max_batch_size parameter, it is the Leader's option."""
+        task = cls.for_vdaf(
+            vdaf, task_id=task_id, task_info=task_info, leader_aggregator_endpoint=leader_url,
+            helper_aggregator_endpoint=helper_url, time_precision=time_precision,
+            min_batch_size=min_batch_size, batch_mode=batch_mode, task_interval=task_interval,
+            profile=profile, dp_policy=dp_policy)
+        options = {"max_batch_size": max_batch_size} if max_batch_size is not None else {}
+        return task, options
+
+    @classmethod
     def for_vdaf(
         cls,
         vdaf: Any,
