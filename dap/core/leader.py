@@ -128,7 +128,13 @@ def create_aggregation_jobs(tx: Transaction, task: AggregatorTask, keyring: Keyr
             return []
     vdaf = task.vdaf
     ctx = task.task.vdaf_ctx()
-    verify_key = task.verify_keys[0]
+    key_id = task.leader_key_id()
+    if key_id is None:
+        # The Helper refused every key this Leader has: the reports cannot be aggregated.
+        tx.set_report_states(tid, [r.report_id for r in reports], ReportState.FAILED,
+                             error=int(ReportError.UNKNOWN_VERIFICATION_KEY_ID))
+        return []
+    verify_key = task.verify_keys[key_id]
     ready: list[tuple[ClientReportRecord, Any, Continued]] = []
     for rec in reports:
         report = task.wire.decode_report(rec.report)
@@ -140,7 +146,7 @@ def create_aggregation_jobs(tx: Transaction, task: AggregatorTask, keyring: Keyr
             ready.append((rec, report, outcome))
     jobs = []
     for batch_id, chunk in _group(tx, task, ready, sizes.max_job_size, now, rng):
-        jobs.append(_store_job(tx, task, batch_id, chunk, now, rng))
+        jobs.append(_store_job(tx, task, batch_id, chunk, now, rng, key_id))
     return jobs
 
 
@@ -214,11 +220,12 @@ def _capacity(tx: Transaction, task: AggregatorTask, batch: LeaderBatchRecord) -
 
 def _store_job(tx: Transaction, task: AggregatorTask, batch_id: bytes | None,
                chunk: Sequence[tuple[ClientReportRecord, Any, Continued]],
-               now: float, rng: Rng) -> AggregationJobRecord:
+               now: float, rng: Rng, key_id: int) -> AggregationJobRecord:
     tid = task.task_id
     job_id = rng.token_bytes(16)
     body = task.wire.encode_init_req(task, b"", batch_id,
-                                     [(report, state.outbound) for _, report, state in chunk])
+                                     [(report, state.outbound) for _, report, state in chunk],
+                                     key_id)
     job = AggregationJobRecord(tid, job_id, "leader", AggregationJobState.ACTIVE, 0, b"",
                                batch_id, body, digest(body), created_at=now,
                                next_attempt_at=now)
@@ -300,8 +307,18 @@ def process_aggregation_job_response(tx: Transaction, task: AggregatorTask,
         tx.update_report_aggregation(rec)
     done = [r.report_id for r in records if r.state == ReportAggregationState.FINISHED]
     tx.set_report_states(tid, done, ReportState.AGGREGATED, job.job_id)
+    unknown_key = int(ReportError.UNKNOWN_VERIFICATION_KEY_ID)
+    retry = [r.report_id for r in records
+             if r.state == ReportAggregationState.REJECTED and r.error == unknown_key
+             and job.step == 0]
+    if retry:
+        # DAP-19 (#784): the Helper does not know this job's verification key. Remember
+        # it, and give the reports back to job creation, which picks another key.
+        key_id = task.wire.decode_init_req(task, job.request).verification_key_id
+        task.record_helper_unknown_key(tx, key_id)
+        tx.set_report_states(tid, retry, ReportState.NEW)
     for rec in records:
-        if rec.state == ReportAggregationState.REJECTED:
+        if rec.state == ReportAggregationState.REJECTED and rec.report_id not in retry:
             tx.set_report_states(tid, [rec.report_id], ReportState.FAILED, job.job_id, rec.error)
     if continues:
         job.step += 1

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 from dataclasses import dataclass, field
@@ -25,18 +26,37 @@ class TaskOptions:
 
     `max_batch_size`: leader-selected batch mode, the size the Leader fills a batch to
     (default: min_batch_size). The DP policy is not an option: it is part of the
-    TaskConfiguration (see `dap.dp`)."""
+    TaskConfiguration (see `dap.dp`).
+
+    `verify_keys`: VDAF verification keys besides the record's (which has key ID 0), by
+    key ID, hex-encoded: several keys for a rotation (DAP-18 Section 4.5.2.1: the Leader
+    names its key in `verification_key_id`). The Leader uses the highest ID not in
+    `helper_unknown_key_ids`, the IDs a DAP-19 Helper answered with
+    `unknown_verification_key_id` (the Leader records them and retries the reports under
+    another key, DAP-19 #784)."""
 
     max_batch_size: int | None = None
+    verify_keys: tuple[tuple[int, str], ...] = ()
+    helper_unknown_key_ids: tuple[int, ...] = ()
 
     def to_json(self) -> str:
-        return json.dumps({k: v for k, v in self.__dict__.items() if v is not None},
-                          sort_keys=True)
+        data: dict[str, Any] = {}
+        if self.max_batch_size is not None:
+            data["max_batch_size"] = self.max_batch_size
+        if self.verify_keys:
+            data["verify_keys"] = {str(k): v for k, v in self.verify_keys}
+        if self.helper_unknown_key_ids:
+            data["helper_unknown_key_ids"] = sorted(self.helper_unknown_key_ids)
+        return json.dumps(data, sort_keys=True)
 
     @classmethod
     def from_json(cls, text: str) -> TaskOptions:
         data = json.loads(text or "{}")
-        return cls(max_batch_size=data.get("max_batch_size"))
+        keys = data.get("verify_keys") or {}
+        return cls(max_batch_size=data.get("max_batch_size"),
+                   verify_keys=tuple(sorted((int(k), str(v)) for k, v in keys.items())),
+                   helper_unknown_key_ids=tuple(sorted(
+                       int(k) for k in data.get("helper_unknown_key_ids") or ())))
 
 
 @dataclass
@@ -49,6 +69,25 @@ class AggregatorTask:
     options: TaskOptions
     collector_hpke_config: HpkeConfig
     verify_keys: dict[int, bytes] = field(default_factory=dict)
+    # Key IDs the Helper said it does not know (Leader; see TaskOptions).
+    helper_unknown_key_ids: set[int] = field(default_factory=set)
+
+    def leader_key_id(self) -> int | None:
+        """The verification key ID of the Leader's next aggregation job: the highest one
+        the Helper has not refused, or None if it refused every one."""
+        usable = [k for k in self.verify_keys if k not in self.helper_unknown_key_ids]
+        return max(usable) if usable else None
+
+    def record_helper_unknown_key(self, tx: Transaction, key_id: int) -> None:
+        """Remember, in the datastore, that the Helper does not know ``key_id``."""
+        self.helper_unknown_key_ids.add(key_id)
+        stored = tx.get_task(self.task_id)
+        if stored is None:
+            return
+        opts = TaskOptions.from_json(stored.options)
+        opts = dataclasses.replace(opts, helper_unknown_key_ids=tuple(sorted(
+            set(opts.helper_unknown_key_ids) | {key_id})))
+        tx.put_task(dataclasses.replace(stored, options=opts.to_json()))
 
     @classmethod
     def from_record(cls, record: TaskRecord) -> AggregatorTask:
@@ -59,9 +98,16 @@ class AggregatorTask:
         except (DecodeError, TaskError, ValueError) as exc:
             raise ValueError(f"stored task {record.task_id.hex()} is invalid: {exc}") from exc
         role = Role.LEADER if record.role == "leader" else Role.HELPER
-        return cls(record=record, task=task, role=role,
-                   options=TaskOptions.from_json(record.options), collector_hpke_config=collector,
-                   verify_keys={0: record.vdaf_verify_key})
+        options = TaskOptions.from_json(record.options)
+        verify_keys = {0: record.vdaf_verify_key}
+        for key_id, key in options.verify_keys:
+            if not 0 <= key_id <= 255:  # uint8 verification_key_id
+                raise ValueError(f"stored task {record.task_id.hex()}: verification key ID "
+                                 f"{key_id} is not a uint8")
+            verify_keys[key_id] = bytes.fromhex(key)
+        return cls(record=record, task=task, role=role, options=options,
+                   collector_hpke_config=collector, verify_keys=verify_keys,
+                   helper_unknown_key_ids=set(options.helper_unknown_key_ids))
 
     @property
     def task_id(self) -> bytes:

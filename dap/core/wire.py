@@ -184,7 +184,8 @@ class Wire:
 
     # -- aggregation --------------------------------------------------------------------
     def encode_init_req(self, task: Any, agg_param: bytes, batch_id: bytes | None,
-                        items: Sequence[tuple[Any, bytes]]) -> bytes:
+                        items: Sequence[tuple[Any, bytes]],
+                        verification_key_id: int = 0) -> bytes:
         raise NotImplementedError
 
     def decode_init_req(self, task: Any, body: bytes) -> InitReq:

@@ -133,7 +133,8 @@ class Wire09(Wire):
                             m09.Duration(int(interval.duration) * p))
 
     def encode_init_req(self, task: Any, agg_param: bytes, batch_id: bytes | None,
-                        items: Sequence[tuple[Any, bytes]]) -> bytes:
+                        items: Sequence[tuple[Any, bytes]],
+                        verification_key_id: int = 0) -> bytes:
         pbs = m09.PartialBatchSelector.fixed_size(batch_id) if batch_id is not None \
             else m09.PartialBatchSelector.time_interval()
         inits = tuple(

@@ -104,7 +104,8 @@ class Wire18(Wire):
         return plaintext.payload, [int(e.extension_type) for e in plaintext.private_extensions]
 
     def encode_init_req(self, task: Any, agg_param: bytes, batch_id: bytes | None,
-                        items: Sequence[tuple[Any, bytes]]) -> bytes:
+                        items: Sequence[tuple[Any, bytes]],
+                        verification_key_id: int = 0) -> bytes:
         extensions: tuple[m18.AggregationJobExtension, ...] = ()
         if batch_id is not None:
             extensions = (m18.AggregationJobExtension.leader_selected_batch_id(batch_id),)
@@ -112,7 +113,8 @@ class Wire18(Wire):
             m18.VerifyInit(m18.ReportShare(r.report_metadata, r.public_share,
                                            r.helper_encrypted_input_share), outbound)
             for r, outbound in items)
-        return m18.AggregationJobInitReq(0, agg_param, extensions, inits).encode()
+        return bytes(m18.AggregationJobInitReq(verification_key_id, agg_param, extensions,
+                                              inits).encode())
 
     def decode_init_req(self, task: Any, body: bytes) -> InitReq:
         tid = task.task_id
