@@ -15,7 +15,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from dap.common import BatchMode
+from dap.common import BatchMode, Duration, Interval, Time
 
 _B64URL = re.compile(r"[A-Za-z0-9_-]*")
 
@@ -134,3 +134,16 @@ __all__ = [
     "string",
     "task_id_field",
 ]
+
+
+def batch_interval_units(body: Mapping[str, Any], time_precision: int) -> Interval:
+    """The batch interval of a time-interval ``query`` object (``batch_interval_start``,
+    ``batch_interval_duration``, in seconds as the interop API sends them), in
+    time_precision units; it must be aligned to ``time_precision``."""
+    tp = time_precision
+    start = integer(require(body, "batch_interval_start"), "query.batch_interval_start")
+    duration = integer(require(body, "batch_interval_duration"),
+                       "query.batch_interval_duration", 1)
+    if start % tp or duration % tp:
+        raise FieldError(f"query batch interval must be aligned to time_precision {tp}")
+    return Interval(Time(start // tp), Duration(duration // tp))

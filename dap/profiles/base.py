@@ -261,6 +261,9 @@ class ClientFlow:
     collector_chooses_job_id: bool = False
     # DAP-09 refuses an uploaded report with a problem document: its type -> the error.
     upload_problems: Mapping[str, Any] = MappingProxyType({})
+    # The draft's client module: ``generate_report`` and ``collect_result``, as pure
+    # functions (``dap.profiles.<draft>.client``).
+    client: Any = None
 
     def report_time(self, task: Any, now_seconds: float) -> int:
         """The ``Time`` a report made now carries (DAP-18: in time_precision units)."""
@@ -269,7 +272,9 @@ class ClientFlow:
     def generate_report(self, task: Any, measurement: Any, *, time: int,
                         leader_hpke_config: Any, helper_hpke_config: Any,
                         vdaf: Any = None) -> Any:
-        raise NotImplementedError
+        return self.client.generate_report(task, measurement, time=time,
+                                           leader_hpke_config=leader_hpke_config,
+                                           helper_hpke_config=helper_hpke_config, vdaf=vdaf)
 
     def report_id(self, report: Any) -> bytes:
         return bytes(report.report_metadata.report_id)
@@ -292,7 +297,7 @@ class ClientFlow:
                        vdaf: Any = None) -> Any:
         """The unsharded result (``report_count``, ``interval``, ``aggregate_result``,
         ``batch_id``) of a collection."""
-        raise NotImplementedError
+        return self.client.collect_result(task, keypair, req, resp, vdaf=vdaf)
 
     def interval_unit(self, task: Any) -> int:
         """Seconds per unit of the ``interval`` of a collection result."""

@@ -12,7 +12,7 @@ tasks, VDAFs and queries of its own profile.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
@@ -108,9 +108,16 @@ class InteropFields:
             detail = cause if isinstance(cause, ValueError | TypeError) else exc
             raise FieldError(f"invalid {kind} parameters: {detail}") from None
 
+    # VDAF parameters this draft's requests spell their own way: registry parameter name
+    # -> reader of the ``vdaf`` object (DAP-18's max_measurement, DAP-09's bits).
+    parameter_readers: Mapping[str, Callable[[Mapping[str, Any]], int]] = MappingProxyType({})
+
     def read_vdaf_parameter(self, desc: Mapping[str, Any], name: str) -> int:
         """The VDAF parameter ``name`` (a registry parameter name) of a ``vdaf`` object:
-        by default a required integer of at least 1 under the same name."""
+        the draft's reader, else a required integer of at least 1 under the same name."""
+        reader = self.parameter_readers.get(name)
+        if reader is not None:
+            return reader(desc)
         if name not in desc or desc[name] is None:
             raise FieldError(f"missing field vdaf.{name}")
         return integer(desc[name], f"vdaf.{name}", 1)

@@ -26,7 +26,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from dap import hpke
+from dap import hpke, sharding
 from dap.codec import DecodeError
 from dap.hpke import HpkeError, HpkeKeypair
 from dap.profiles.base import Profile
@@ -50,6 +50,7 @@ from dap.profiles.dap09.messages import (
     has_duplicate_extension_types,
 )
 from dap.profiles.dap09.task import Task09, vdaf_parameters_of
+from dap.sharding import ShardedReport
 
 # ---------------------------------------------------------------------------------------
 # HPKE with DAP-09 info strings and AADs
@@ -123,14 +124,6 @@ class Client09Error(ValueError):
     """A report or a collection result cannot be produced from these inputs."""
 
 
-@dataclass(frozen=True)
-class ShardedReport:
-    """Encoded public share and input shares (Leader's first)."""
-
-    public_share: bytes
-    input_shares: tuple[bytes, bytes]
-
-
 def _task_vdaf(task: Task09, vdaf: Any | None) -> Any:
     if vdaf is None:
         return task.vdaf()
@@ -142,24 +135,10 @@ def _task_vdaf(task: Task09, vdaf: Any | None) -> Any:
     return vdaf
 
 
-def shard(task: Task09, vdaf: Any, measurement: Any, report_id: bytes,
+def shard(task: Any, vdaf: Any, measurement: Any, report_id: bytes,
           rand: bytes) -> ShardedReport:
     """``Vdaf.shard(measurement, report_id, rand)`` (VDAF-08: ``ctx`` is empty), encoded."""
-    if len(rand) != vdaf.RAND_SIZE:
-        raise Client09Error(f"rand must be {vdaf.RAND_SIZE} bytes, got {len(rand)}")
-    try:
-        public_share, input_shares = vdaf.shard(
-            task.vdaf_ctx(), measurement, bytes(ReportID(report_id)), rand
-        )
-    except (ValueError, TypeError) as exc:
-        raise Client09Error(f"cannot shard measurement {measurement!r}: {exc}") from None
-    if len(input_shares) != 2:
-        raise Client09Error(f"expected 2 input shares, got {len(input_shares)}")
-    return ShardedReport(
-        public_share=vdaf.encode_public_share(public_share),
-        input_shares=(vdaf.encode_input_share(input_shares[0]),
-                      vdaf.encode_input_share(input_shares[1])),
-    )
+    return sharding.shard(task, vdaf, measurement, report_id, rand, Client09Error)
 
 
 def generate_report(

@@ -17,6 +17,8 @@ from dap.profiles.dap09 import messages as m09
 
 
 class Flow09(ClientFlow):
+    client = client09
+
     one_report_per_request = True
     collector_chooses_job_id = True
     upload_problems = MappingProxyType({
@@ -29,13 +31,6 @@ class Flow09(ClientFlow):
         # Seconds; generate_report rounds them to time_precision (Section 4.4.2).
         return int(now_seconds)
 
-    def generate_report(self, task: Any, measurement: Any, *, time: int,
-                        leader_hpke_config: Any, helper_hpke_config: Any,
-                        vdaf: Any = None) -> Any:
-        return client09.generate_report(task, measurement, time=time,
-                                        leader_hpke_config=leader_hpke_config,
-                                        helper_hpke_config=helper_hpke_config, vdaf=vdaf)
-
     def encode_upload(self, reports: Sequence[Any]) -> tuple[str, bytes]:
         (report,) = reports
         return "Report", report.encode()
@@ -45,10 +40,6 @@ class Flow09(ClientFlow):
 
     def decode_collection(self, body: bytes) -> Any:
         return m09.Collection.decode(body)
-
-    def collect_result(self, task: Any, keypair: Any, req: Any, resp: Any,
-                       vdaf: Any = None) -> Any:
-        return client09.collect_result(task, keypair, req, resp, vdaf=vdaf)
 
     def interval_unit(self, task: Any) -> int:
         return 1

@@ -13,16 +13,7 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
-from dap.fields import (
-    FieldError,
-    b64decode,
-    batch_mode_value,
-    dp_policy_field,
-    integer,
-    require,
-    string,
-    task_id_field,
-)
+from dap import fields as f
 from dap.profiles.dap09 import messages as m09
 from dap.profiles.dap09.client import Client09Error
 from dap.profiles.dap09.messages import FixedSizeQuery, QueryType
@@ -52,22 +43,22 @@ def bits(desc: Mapping[str, Any]) -> int:
     can express."""
     value_bits: int | None = None
     if desc.get("bits") is not None:
-        value_bits = integer(desc["bits"], "vdaf.bits", 1)
+        value_bits = f.integer(desc["bits"], "vdaf.bits", 1)
     if desc.get("max_measurement") is not None:
-        value = integer(desc["max_measurement"], "vdaf.max_measurement", 1)
+        value = f.integer(desc["max_measurement"], "vdaf.max_measurement", 1)
         if value & (value + 1):
-            raise FieldError(f"vdaf.max_measurement {value} is not 2^bits - 1: VDAF-08 "
+            raise f.FieldError(f"vdaf.max_measurement {value} is not 2^bits - 1: VDAF-08 "
                              "(dap-09) Prio3Sum and Prio3SumVec take bits")
         if value_bits is not None and value != 2**value_bits - 1:
-            raise FieldError("vdaf.bits and vdaf.max_measurement disagree")
+            raise f.FieldError("vdaf.bits and vdaf.max_measurement disagree")
         value_bits = value.bit_length()
     if value_bits is None:
-        raise FieldError("missing field vdaf.bits")
+        raise f.FieldError("missing field vdaf.bits")
     return value_bits
 
 
 def _query_type_value(value: Any, name: str) -> QueryType:
-    return QueryType(int(batch_mode_value(value, name)))
+    return QueryType(int(f.batch_mode_value(value, name)))
 
 
 def query_type(body: Mapping[str, Any], required: bool = True) -> QueryType | None:
@@ -77,10 +68,10 @@ def query_type(body: Mapping[str, Any], required: bool = True) -> QueryType | No
              if body.get(k) is not None]
     if not types:
         if required:
-            raise FieldError("missing field query_type")
+            raise f.FieldError("missing field query_type")
         return None
     if len(set(types)) > 1:
-        raise FieldError("query_type and batch_mode disagree")
+        raise f.FieldError("query_type and batch_mode disagree")
     return types[0]
 
 
@@ -90,30 +81,26 @@ def query09_from_json(body: Any, task: Task09) -> m09.Query:
     checks it in any case), or a fixed-size query, ``subtype`` 1 current batch (the
     default) or 0 by batch ID (``batch_id``, base64url, 32 bytes)."""
     if not isinstance(body, dict):
-        raise FieldError("field query must be an object")
+        raise f.FieldError("field query must be an object")
     if body.get("type") is None and body.get("query_type") is None:
-        raise FieldError("missing field query.type")
+        raise f.FieldError("missing field query.type")
     qt = _query_type_value(body.get("type", body.get("query_type")), "query.type")
     if qt != task.query_type:
-        raise FieldError(f"query.type {int(qt)} does not match the task's query_type "
+        raise f.FieldError(f"query.type {int(qt)} does not match the task's query_type "
                          f"{int(task.query_type)}")
     if qt == QueryType.TIME_INTERVAL:
-        tp = task.time_precision
-        start = integer(require(body, "batch_interval_start"), "query.batch_interval_start")
-        duration = integer(require(body, "batch_interval_duration"),
-                           "query.batch_interval_duration", 1)
-        if start % tp or duration % tp:
-            raise FieldError(f"query batch interval must be aligned to time_precision {tp}")
-        return m09.Query.time_interval(m09.Interval(m09.Time(start), m09.Duration(duration)))
-    subtype = integer(body.get("subtype", 1), "query.subtype")
+        query: m09.Query = task.profile.flow.query_interval(
+            task, f.batch_interval_units(body, task.time_precision))
+        return query
+    subtype = f.integer(body.get("subtype", 1), "query.subtype")
     if subtype == 1:
         return m09.Query.fixed_size(FixedSizeQuery.current_batch())
     if subtype == 0:
-        batch_id = b64decode(require(body, "batch_id"), "query.batch_id")
+        batch_id = f.b64decode(f.require(body, "batch_id"), "query.batch_id")
         if len(batch_id) != 32:
-            raise FieldError(f"query.batch_id must be 32 bytes, got {len(batch_id)}")
+            raise f.FieldError(f"query.batch_id must be 32 bytes, got {len(batch_id)}")
         return m09.Query.fixed_size(FixedSizeQuery.by_batch_id(batch_id))
-    raise FieldError(f"field query.subtype: unknown fixed-size query type {subtype} "
+    raise f.FieldError(f"field query.subtype: unknown fixed-size query type {subtype} "
                      "(0 by_batch_id, 1 current_batch)")
 
 
@@ -149,6 +136,8 @@ class Interop09(InteropFields):
     """DAP-09 (VDAF-08) with draft-07's fields: each role gets the task parameters it uses,
     queries by batch ID, and fixed_size collections report their ``batch_id``."""
 
+    parameter_readers = MappingProxyType({"bits": bits})
+
     # DAP-09 calls its batch modes query types: batch mode 2 is fixed_size.
     batch_mode_names = MappingProxyType({1: "time_interval", 2: "fixed_size"})
     refused_vdafs = MappingProxyType({
@@ -173,41 +162,41 @@ class Interop09(InteropFields):
         """Each role reads the fields it uses (see :func:`task09_from_fields`)."""
         notes: list[str] = []
         aggregator = role in ("leader", "helper")
-        task_id = task_id_field(body)
-        leader = string(body, "leader")
-        vdaf = self.vdaf_from_descriptor(profile, require(body, "vdaf"))
+        task_id = f.task_id_field(body)
+        leader = f.string(body, "leader")
+        vdaf = self.vdaf_from_descriptor(profile, f.require(body, "vdaf"))
         if role == "collector" and body.get("helper") is None:
             helper = PLACEHOLDER_HELPER
         else:
-            helper = string(body, "helper")
+            helper = f.string(body, "helper")
         if role == "collector" and body.get("time_precision") is None:
             time_precision = 1
         else:
-            time_precision = integer(require(body, "time_precision"), "time_precision", 1)
+            time_precision = f.integer(f.require(body, "time_precision"), "time_precision", 1)
         qt = query_type(body, required=role != "client") or QueryType.TIME_INTERVAL
         if aggregator or body.get("min_batch_size") is not None:
-            min_batch_size = integer(require(body, "min_batch_size"), "min_batch_size", 1)
+            min_batch_size = f.integer(f.require(body, "min_batch_size"), "min_batch_size", 1)
         else:
             min_batch_size = 1
         max_batch_size: int | None = None
         if aggregator and body.get("max_batch_size") is not None:
-            max_batch_size = integer(body["max_batch_size"], "max_batch_size", 1)
+            max_batch_size = f.integer(body["max_batch_size"], "max_batch_size", 1)
         max_batch_query_count = 1
         if body.get("max_batch_query_count") is not None:
-            max_batch_query_count = integer(body["max_batch_query_count"],
+            max_batch_query_count = f.integer(body["max_batch_query_count"],
                                             "max_batch_query_count", 1)
         expiration: int | None = None
         for name in ("task_expiration", "task_end"):
             if body.get(name) is not None:
-                value = integer(body[name], name)
+                value = f.integer(body[name], name)
                 if expiration is not None and value != expiration:
-                    raise FieldError("task_end and task_expiration disagree")
+                    raise f.FieldError("task_end and task_expiration disagree")
                 expiration = value
         for name, why in (("task_start", "DAP-09 tasks have no start time"),
                           ("task_info", "DAP-09 tasks have no task_info")):
             if body.get(name) is not None:
                 notes.append(f"{name} ignored: {why}")
-        dp_bytes = dp_policy_field(body, vdaf)
+        dp_bytes = f.dp_policy_field(body, vdaf)
         try:
             task = Task09.for_vdaf(
                 vdaf, task_id=task_id, leader_aggregator_endpoint=leader,
@@ -216,16 +205,11 @@ class Interop09(InteropFields):
                 max_batch_size=max_batch_size, max_batch_query_count=max_batch_query_count,
                 task_expiration=expiration, profile=profile, dp_policy=dp_bytes)
         except (Task09Error, ValueError) as exc:
-            raise FieldError(f"invalid task: {exc}") from None
+            raise f.FieldError(f"invalid task: {exc}") from None
         return TaskFields(task, vdaf, None, tuple(notes))
 
     def query(self, profile: Profile, body: Any, task: Any) -> Any:
         return query09_from_json(body, task)
-
-    def read_vdaf_parameter(self, desc: Mapping[str, Any], name: str) -> int:
-        if name == "bits":
-            return bits(desc)
-        return super().read_vdaf_parameter(desc, name)
 
     def task_bodies(self, profile: Profile, *, task_id: str, leader: str, helper: str,
                     vdaf: Json, batch_mode: int, min_batch_size: int, time_precision: int,

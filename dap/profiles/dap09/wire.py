@@ -1,7 +1,7 @@
 """The protocol core's view of DAP-09's messages (:class:`dap.core.wire.Wire`).
 
-See :mod:`dap.core.wire` for what a wire does; the section numbers are
-draft-ietf-ppm-dap-09's.
+What a wire does is in :mod:`dap.core.wire`; sections are draft-ietf-ppm-dap-09's. Times
+are seconds on this draft's wire and time_precision units in the core.
 """
 
 from __future__ import annotations
@@ -20,17 +20,8 @@ from dap.common import (
     Time,
     VerifyRespType,
 )
+from dap.core import wire as core
 from dap.core.errors import DapProblem
-from dap.core.wire import (
-    CollReq,
-    ErrorTranslation,
-    InitItem,
-    InitReq,
-    Resp,
-    ShareReq,
-    Wire,
-    invalid_message,
-)
 from dap.hpke import HpkeKeypair
 from dap.profiles.dap09 import messages as m09
 from dap.profiles.dap09.client import encrypt_aggregate_share as encrypt_agg_share09
@@ -56,7 +47,7 @@ _RESP_STATE = {
 # as report_dropped. Errors DAP-09 lacks are written as the nearest it has: a report
 # before the task's start cannot happen (DAP-09 tasks have no start), an outdated config
 # is an upload error only, and the DAP-19 errors never arise in a DAP-09 job.
-ERRORS = ErrorTranslation.by_name(m09.PrepareError, substitutes={
+ERRORS = core.ErrorTranslation.by_name(m09.PrepareError, substitutes={
     ReportError.VDAF_VERIFY_ERROR: "VDAF_PREP_ERROR",
     ReportError.TASK_NOT_STARTED: "REPORT_DROPPED",
     ReportError.OUTDATED_CONFIG: "HPKE_UNKNOWN_CONFIG_ID",
@@ -70,7 +61,7 @@ def to_prepare_error(error: ReportError) -> m09.PrepareError:
     return m09.PrepareError(ERRORS.encode(error))
 
 
-class Wire09(Wire):
+class Wire09(core.Wire):
     errors = ERRORS
     report_cls = m09.Report
     continue_req_cls = m09.AggregationJobContinueReq
@@ -143,24 +134,24 @@ class Wire09(Wire):
             for r, outbound in items)
         return m09.AggregationJobInitReq(agg_param, pbs, inits).encode()
 
-    def decode_init_req(self, task: Any, body: bytes) -> InitReq:
+    def decode_init_req(self, task: Any, body: bytes) -> core.InitReq:
         try:
             req = m09.AggregationJobInitReq.decode(body)
         except DecodeError as exc:
-            raise invalid_message(task, exc) from None
+            raise core.invalid_message(task, exc) from None
         if req.part_batch_selector.query_type != task.task.query_type:
             raise DapProblem("invalidMessage", "partial batch selector of another query type",
                              task_id=task.task_id)
         batch_id = req.part_batch_selector.batch_id
-        items = [InitItem(p.report_share.report_metadata,
+        items = [core.InitItem(p.report_share.report_metadata,
                           bytes(p.report_share.report_metadata.report_id),
                           self.report_time(task, p.report_share.report_metadata),
                           p.report_share.public_share, p.report_share.encrypted_input_share,
                           p.payload) for p in req.prepare_inits]
-        return InitReq(req.agg_param, bytes(batch_id) if batch_id is not None else None, 0,
+        return core.InitReq(req.agg_param, bytes(batch_id) if batch_id is not None else None, 0,
                        items)
 
-    def encode_job_resp(self, resps: Sequence[Resp]) -> bytes:
+    def encode_job_resp(self, resps: Sequence[core.Resp]) -> bytes:
         out = []
         for r in resps:
             if r.kind == VerifyRespType.CONTINUE:
@@ -172,30 +163,30 @@ class Wire09(Wire):
                 out.append(m09.PrepareResp.reject(r.report_id, to_prepare_error(r.error)))
         return m09.AggregationJobResp(tuple(out)).encode()
 
-    def decode_job_resp(self, body: bytes) -> list[Resp]:
+    def decode_job_resp(self, body: bytes) -> list[core.Resp]:
         resp = m09.AggregationJobResp.decode(body)
-        return [Resp(bytes(p.report_id), _RESP_STATE[p.prepare_resp_state], p.payload,
+        return [core.Resp(bytes(p.report_id), _RESP_STATE[p.prepare_resp_state], p.payload,
                      ERRORS.decode(p.prepare_error) if p.prepare_error is not None
                      else None)
                 for p in resp.prepare_resps]
 
-    def decode_collection_req(self, task: Any, body: bytes) -> CollReq:
+    def decode_collection_req(self, task: Any, body: bytes) -> core.CollReq:
         try:
             req = m09.CollectionReq.decode(body)
         except DecodeError as exc:
-            raise invalid_message(task, exc) from None
+            raise core.invalid_message(task, exc) from None
         query = req.query
         if query.query_type != task.task.query_type:
             raise DapProblem("invalidMessage", "query type does not match the task",
                              task_id=task.task_id)
         if query.query_type == m09.QueryType.TIME_INTERVAL:
             assert query.batch_interval is not None
-            return CollReq(req.agg_param, BatchMode.TIME_INTERVAL,
+            return core.CollReq(req.agg_param, BatchMode.TIME_INTERVAL,
                            self._units(task, query.batch_interval))
         fsq = query.fixed_size_query
         assert fsq is not None
         batch_id = bytes(fsq.batch_id) if fsq.batch_id is not None else None
-        return CollReq(req.agg_param, BatchMode.LEADER_SELECTED, None, batch_id)
+        return core.CollReq(req.agg_param, BatchMode.LEADER_SELECTED, None, batch_id)
 
     def _selector(self, task: Any, interval: Interval | None,
                   batch_id: bytes | None) -> m09.BatchSelector:
@@ -204,16 +195,16 @@ class Wire09(Wire):
         assert batch_id is not None
         return m09.BatchSelector.fixed_size(batch_id)
 
-    def encode_share_req(self, task: Any, coll: CollReq, interval: Interval | None,
+    def encode_share_req(self, task: Any, coll: core.CollReq, interval: Interval | None,
                          batch_id: bytes | None, report_count: int, checksum: bytes) -> bytes:
         return m09.AggregateShareReq(self._selector(task, interval, batch_id), coll.agg_param,
                                      report_count, checksum).encode()
 
-    def decode_share_req(self, task: Any, body: bytes) -> ShareReq:
+    def decode_share_req(self, task: Any, body: bytes) -> core.ShareReq:
         try:
             req = m09.AggregateShareReq.decode(body)
         except DecodeError as exc:
-            raise invalid_message(task, exc) from None
+            raise core.invalid_message(task, exc) from None
         sel = req.batch_selector
         if sel.query_type != task.task.query_type:
             raise DapProblem("invalidMessage", "batch selector of another query type",
@@ -221,13 +212,13 @@ class Wire09(Wire):
         if sel.query_type == m09.QueryType.TIME_INTERVAL:
             assert sel.batch_interval is not None
             interval = self._units(task, sel.batch_interval)
-            coll = CollReq(req.agg_param, BatchMode.TIME_INTERVAL, interval)
-            return ShareReq(coll, interval, None, req.report_count, bytes(req.checksum))
+            coll = core.CollReq(req.agg_param, BatchMode.TIME_INTERVAL, interval)
+            return core.ShareReq(coll, interval, None, req.report_count, bytes(req.checksum))
         assert sel.batch_id is not None
-        coll = CollReq(req.agg_param, BatchMode.LEADER_SELECTED, None, bytes(sel.batch_id))
-        return ShareReq(coll, None, bytes(sel.batch_id), req.report_count, bytes(req.checksum))
+        coll = core.CollReq(req.agg_param, BatchMode.LEADER_SELECTED, None, bytes(sel.batch_id))
+        return core.ShareReq(coll, None, bytes(sel.batch_id), req.report_count, bytes(req.checksum))
 
-    def encrypt_agg_share(self, task: Any, role: Role, coll: CollReq,
+    def encrypt_agg_share(self, task: Any, role: Role, coll: core.CollReq,
                           interval: Interval | None, batch_id: bytes | None,
                           encoded: bytes) -> HpkeCiphertext:
         # The batch selector is the query's interval (time_interval) or the batch ID
@@ -242,7 +233,7 @@ class Wire09(Wire):
     def decode_agg_share(self, body: bytes) -> HpkeCiphertext:
         return m09.AggregateShare.decode(body).encrypted_aggregate_share
 
-    def encode_collection(self, task: Any, coll: CollReq, batch_id: bytes | None,
+    def encode_collection(self, task: Any, coll: core.CollReq, batch_id: bytes | None,
                           report_count: int, interval: Interval, leader: HpkeCiphertext,
                           helper: HpkeCiphertext) -> bytes:
         pbs = m09.PartialBatchSelector.fixed_size(batch_id) if batch_id is not None \

@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from dap import sharding
 from dap.hpke import (
     HpkeKeypair,
     open_aggregate_share,
@@ -43,6 +44,7 @@ from dap.profiles.dap18.messages import (
     Time,
 )
 from dap.profiles.dap18.task import Task, vdaf_configuration
+from dap.sharding import ShardedReport
 
 
 class ClientError(ValueError):
@@ -63,34 +65,10 @@ def _check_vdaf(task: Task, vdaf: Any | None) -> Any:
 # ---------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class ShardedReport:
-    """The output of sharding: the encoded public share and the two encoded input shares
-    (Leader's first)."""
-
-    public_share: bytes
-    input_shares: tuple[bytes, bytes]
-
-
-def shard(task: Task, vdaf: Any, measurement: Any, report_id: bytes, rand: bytes) -> ShardedReport:
+def shard(task: Any, vdaf: Any, measurement: Any, report_id: bytes,
+          rand: bytes) -> ShardedReport:
     """``Vdaf.shard("dap-18" || task_id, measurement, report_id, rand)``, encoded."""
-    if len(rand) != vdaf.RAND_SIZE:
-        raise ClientError(f"rand must be {vdaf.RAND_SIZE} bytes, got {len(rand)}")
-    try:
-        public_share, input_shares = vdaf.shard(
-            task.vdaf_ctx(), measurement, bytes(ReportID(report_id)), rand
-        )
-    except (ValueError, TypeError) as exc:
-        raise ClientError(f"cannot shard measurement {measurement!r}: {exc}") from None
-    if len(input_shares) != 2:
-        raise ClientError(f"expected 2 input shares, got {len(input_shares)}")
-    return ShardedReport(
-        public_share=vdaf.encode_public_share(public_share),
-        input_shares=(
-            vdaf.encode_input_share(input_shares[0]),
-            vdaf.encode_input_share(input_shares[1]),
-        ),
-    )
+    return sharding.shard(task, vdaf, measurement, report_id, rand, ClientError)
 
 
 def open_input_share(keypair: HpkeKeypair, server_role: Role, aad: InputShareAad,

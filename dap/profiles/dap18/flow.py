@@ -17,18 +17,13 @@ from dap.profiles.dap18 import messages as m18
 
 
 class Flow18(ClientFlow):
+    client = client18
+
     def __init__(self, wire: Any) -> None:
         self.wire = wire
 
     def report_time(self, task: Any, now_seconds: float) -> int:
         return Time.from_seconds(int(now_seconds), task.time_precision)
-
-    def generate_report(self, task: Any, measurement: Any, *, time: int,
-                        leader_hpke_config: Any, helper_hpke_config: Any,
-                        vdaf: Any = None) -> Any:
-        return client18.generate_report(task, measurement, time=time,
-                                        leader_hpke_config=leader_hpke_config,
-                                        helper_hpke_config=helper_hpke_config, vdaf=vdaf)
 
     def encode_upload(self, reports: Sequence[Any]) -> tuple[str, bytes]:
         return "UploadRequest", m18.UploadRequest(tuple(reports)).encode()
@@ -44,10 +39,6 @@ class Flow18(ClientFlow):
 
     def decode_collection(self, body: bytes) -> Any:
         return m18.CollectionJobResp.decode(body)
-
-    def collect_result(self, task: Any, keypair: Any, req: Any, resp: Any,
-                       vdaf: Any = None) -> Any:
-        return client18.collect_result(task, keypair, req, resp, vdaf=vdaf)
 
     def interval_unit(self, task: Any) -> int:
         return int(task.time_precision)

@@ -19,6 +19,7 @@ from dap.fields import (
     FieldError,
     b64decode,
     b64encode,
+    batch_interval_units,
     batch_mode_value,
     dp_policy_field,
     integer,
@@ -86,13 +87,7 @@ def query_from_json(body: Any, task: Task) -> Query:
         raise FieldError(f"query.type {int(mode)} does not match the task's batch mode "
                          f"{int(task.batch_mode)}")
     if mode == BatchMode.TIME_INTERVAL:
-        tp = task.time_precision
-        start = integer(require(body, "batch_interval_start"), "query.batch_interval_start")
-        duration = integer(require(body, "batch_interval_duration"),
-                           "query.batch_interval_duration", 1)
-        if start % tp or duration % tp:
-            raise FieldError(f"query batch interval must be aligned to time_precision {tp}")
-        return Query.time_interval(Interval(Time(start // tp), Duration(duration // tp)))
+        return Query.time_interval(batch_interval_units(body, task.time_precision))
     subtype = integer(body.get("subtype", 1), "query.subtype")
     if subtype != 1:
         raise FieldError("DAP-18 leader-selected queries have no batch ID: only subtype 1 "
@@ -142,6 +137,8 @@ def task_from_fields(body: Mapping[str, Any], profile: Profile | None = None) ->
 class Interop18(InteropFields):
     """DAP-18 (VDAF-18): every role is sent, and derives, the same TaskConfiguration."""
 
+    parameter_readers = MappingProxyType({"max_measurement": max_measurement})
+
     report_errors = (ClientError,)
     runner_vdafs = MappingProxyType({
         "Prio3Count": {"type": "Prio3Count"},
@@ -187,11 +184,6 @@ class Interop18(InteropFields):
 
     def query(self, profile: Profile, body: Any, task: Any) -> Any:
         return query_from_json(body, task)
-
-    def read_vdaf_parameter(self, desc: Mapping[str, Any], name: str) -> int:
-        if name == "max_measurement":
-            return max_measurement(desc)
-        return super().read_vdaf_parameter(desc, name)
 
     def task_bodies(self, profile: Profile, *, task_id: str, leader: str, helper: str,
                     vdaf: Json, batch_mode: int, min_batch_size: int, time_precision: int,

@@ -19,17 +19,8 @@ from dap.common import (
     Role,
     VerifyRespType,
 )
+from dap.core import wire as core
 from dap.core.errors import DapProblem
-from dap.core.wire import (
-    CollReq,
-    ErrorTranslation,
-    InitItem,
-    InitReq,
-    Resp,
-    ShareReq,
-    Wire,
-    invalid_message,
-)
 from dap.hpke import HpkeKeypair
 from dap.profiles.dap18 import messages as m18
 from dap.profiles.dap18.client import encrypt_aggregate_share, input_share_aad, open_input_share
@@ -39,21 +30,21 @@ from dap.profiles.dap18.messages import AggregationJobExtensionType
 # DAP-18
 
 
-class Wire18(Wire):
+class Wire18(core.Wire):
     # The draft's message module (DAP-19 replaces the messages carrying a ReportError).
     m: Any = m18
     # DAP-18 fails a job whose verification_key_id the Helper does not know with
     # invalidMessage (Section 4.5.2.2); DAP-19 rejects each report instead (#784).
     unknown_key_per_report = False
-    # DAP-18: a report with an unrecognized extension is invalid_message (Section
+    # DAP-18: a report with an unrecognized extension is core.invalid_message (Section
     # 4.5.2.4) and the Leader aborts an upload carrying one with unsupportedExtension
     # (Section 4.4.2.2); DAP-19 makes both per-report unsupported_extension (#789).
     extension_error = ReportError.INVALID_MESSAGE
     extension_errors_per_report = False
     # DAP-18 has every error of the core but the two DAP-19 added: a Helper of DAP-18
     # fails the whole job for an unknown verification key (`invalidMessage`), and a report
-    # with an unsupported extension is `invalid_message` (Section 4.5.3.4).
-    errors = ErrorTranslation.by_name(m18.ReportError, substitutes={
+    # with an unsupported extension is `core.invalid_message` (Section 4.5.3.4).
+    errors = core.ErrorTranslation.by_name(m18.ReportError, substitutes={
         ReportError.UNKNOWN_VERIFICATION_KEY_ID: "INVALID_MESSAGE",
         ReportError.UNSUPPORTED_EXTENSION: "INVALID_MESSAGE",
     })
@@ -116,12 +107,12 @@ class Wire18(Wire):
         return bytes(m18.AggregationJobInitReq(verification_key_id, agg_param, extensions,
                                               inits).encode())
 
-    def decode_init_req(self, task: Any, body: bytes) -> InitReq:
+    def decode_init_req(self, task: Any, body: bytes) -> core.InitReq:
         tid = task.task_id
         try:
             req = m18.AggregationJobInitReq.decode(body)
         except DecodeError as exc:
-            raise invalid_message(task, exc) from None
+            raise core.invalid_message(task, exc) from None
         unknown = [e.extension_type for e in req.extensions
                    if e.extension_type != AggregationJobExtensionType.LEADER_SELECTED_BATCH_ID]
         if unknown:
@@ -132,15 +123,15 @@ class Wire18(Wire):
         except DecodeError as exc:
             raise DapProblem("invalidMessage", f"bad batch ID extension: {exc}",
                              task_id=tid) from None
-        items = [InitItem(v.report_share.report_metadata,
+        items = [core.InitItem(v.report_share.report_metadata,
                           bytes(v.report_share.report_metadata.report_id),
                           int(v.report_share.report_metadata.time),
                           v.report_share.public_share, v.report_share.encrypted_input_share,
                           v.payload) for v in req.verify_inits]
-        return InitReq(req.agg_param, bytes(batch_id) if batch_id is not None else None,
+        return core.InitReq(req.agg_param, bytes(batch_id) if batch_id is not None else None,
                        req.verification_key_id, items)
 
-    def encode_job_resp(self, resps: Sequence[Resp]) -> bytes:
+    def encode_job_resp(self, resps: Sequence[core.Resp]) -> bytes:
         out = []
         for r in resps:
             if r.kind == VerifyRespType.CONTINUE:
@@ -152,37 +143,37 @@ class Wire18(Wire):
                 out.append(self.m.VerifyResp.reject(r.report_id, self.errors.encode(r.error)))
         return bytes(self.m.AggregationJobResp(tuple(out)).encode())
 
-    def decode_job_resp(self, body: bytes) -> list[Resp]:
+    def decode_job_resp(self, body: bytes) -> list[core.Resp]:
         resp = self.m.AggregationJobResp.decode(body)
-        return [Resp(bytes(v.report_id), v.verify_resp_type, v.payload,
+        return [core.Resp(bytes(v.report_id), v.verify_resp_type, v.payload,
                      self.errors.decode(v.report_error) if v.report_error is not None else None)
                 for v in resp.verify_resps]
 
-    def decode_collection_req(self, task: Any, body: bytes) -> CollReq:
+    def decode_collection_req(self, task: Any, body: bytes) -> core.CollReq:
         try:
             req = m18.CollectionJobReq.decode(body)
         except DecodeError as exc:
             # invalidExtension for unsorted extensions (Section 4.6.2), else invalidMessage.
-            raise invalid_message(task, exc, exc.problem_type) from None
+            raise core.invalid_message(task, exc, exc.problem_type) from None
         if req.extensions:
             raise DapProblem("unsupportedExtension", "unknown collection job extension",
                              task_id=task.task_id,
                              unsupported_extensions=[e.extension_type for e in req.extensions])
         interval = req.query.batch_interval \
             if req.query.batch_mode == BatchMode.TIME_INTERVAL else None
-        return CollReq(req.agg_param, req.query.batch_mode, interval, None, req)
+        return core.CollReq(req.agg_param, req.query.batch_mode, interval, None, req)
 
-    def encode_share_req(self, task: Any, coll: CollReq, interval: Interval | None,
+    def encode_share_req(self, task: Any, coll: core.CollReq, interval: Interval | None,
                          batch_id: bytes | None, report_count: int, checksum: bytes) -> bytes:
         selector = m18.BatchSelector.time_interval(interval) if interval is not None \
             else m18.BatchSelector.leader_selected(batch_id or b"")
         return m18.AggregateShareReq(coll.cjr, selector, report_count, checksum).encode()
 
-    def decode_share_req(self, task: Any, body: bytes) -> ShareReq:
+    def decode_share_req(self, task: Any, body: bytes) -> core.ShareReq:
         try:
             req = m18.AggregateShareReq.decode(body)
         except DecodeError as exc:
-            raise invalid_message(task, exc, exc.problem_type) from None
+            raise core.invalid_message(task, exc, exc.problem_type) from None
         cjr = req.collection_job_req
         if req.batch_selector.batch_mode != cjr.query.batch_mode:
             raise DapProblem("invalidMessage", "batch selector and query differ in batch mode",
@@ -192,14 +183,14 @@ class Wire18(Wire):
                              task_id=task.task_id,
                              unsupported_extensions=[e.extension_type for e in cjr.extensions])
         time_interval = cjr.query.batch_mode == BatchMode.TIME_INTERVAL
-        coll = CollReq(cjr.agg_param, cjr.query.batch_mode,
+        coll = core.CollReq(cjr.agg_param, cjr.query.batch_mode,
                        cjr.query.batch_interval if time_interval else None, None, cjr)
         sel = req.batch_selector
-        return ShareReq(coll, sel.batch_interval if time_interval else None,
+        return core.ShareReq(coll, sel.batch_interval if time_interval else None,
                         None if time_interval else bytes(sel.batch_id),
                         req.report_count, bytes(req.checksum))
 
-    def encrypt_agg_share(self, task: Any, role: Role, coll: CollReq,
+    def encrypt_agg_share(self, task: Any, role: Role, coll: core.CollReq,
                           interval: Interval | None, batch_id: bytes | None,
                           encoded: bytes) -> HpkeCiphertext:
         return encrypt_aggregate_share(task.task, task.collector_hpke_config, role, coll.cjr,
@@ -211,7 +202,7 @@ class Wire18(Wire):
     def decode_agg_share(self, body: bytes) -> HpkeCiphertext:
         return m18.AggregateShare.decode(body).encrypted_aggregate_share
 
-    def encode_collection(self, task: Any, coll: CollReq, batch_id: bytes | None,
+    def encode_collection(self, task: Any, coll: core.CollReq, batch_id: bytes | None,
                           report_count: int, interval: Interval, leader: HpkeCiphertext,
                           helper: HpkeCiphertext) -> bytes:
         return m18.CollectionJobResp(report_count, interval, leader, helper).encode()
