@@ -135,6 +135,8 @@ class ErrorTranslation:
 class Wire:
     """What the core needs from a profile's messages. Decoders raise `DapProblem`."""
 
+    # The draft's message module (``dap.profiles.<draft>.messages``).
+    m: Any
     # The draft's per-report error codes (see ErrorTranslation).
     errors: ErrorTranslation
     # Whether a Helper rejects each report of a job whose verification_key_id it does not
@@ -147,10 +149,6 @@ class Wire:
     extension_errors_per_report: bool = False
 
     report_cls: Any
-    # HTTP statuses of successful answers that differ between the drafts.
-    statuses: dict[str, int]
-    # Message names (for media types) of request and response bodies that differ.
-    messages: dict[str, str]
 
     def upload_answer(self, task: Any, errors: Sequence[tuple[bytes, ReportError]]
                       ) -> bytes | None:
@@ -234,11 +232,13 @@ class Wire:
         raise NotImplementedError
 
     def encode_agg_share(self, ciphertext: HpkeCiphertext) -> bytes:
-        raise NotImplementedError
+        """``AggregateShare`` (DAP-18 Section 4.6.4, DAP-09 Section 4.6.3)."""
+        return bytes(self.m.AggregateShare(ciphertext).encode())
 
     def decode_agg_share(self, body: bytes) -> HpkeCiphertext:
         """Raises `DecodeError`."""
-        raise NotImplementedError
+        ct: HpkeCiphertext = self.m.AggregateShare.decode(body).encrypted_aggregate_share
+        return ct
 
     def encode_collection(self, task: Any, coll: CollReq, batch_id: bytes | None,
                           report_count: int, interval: Interval, leader: HpkeCiphertext,

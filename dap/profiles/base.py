@@ -19,8 +19,10 @@ profile's package.
 
 from __future__ import annotations
 
+import tomllib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
@@ -89,9 +91,29 @@ class Profile:
     # has no invalidAggregationParameter, and one unauthorizedRequest for both
     # authentication failures), as token -> this profile's token.
     problem_aliases: Mapping[str, str] = field(default_factory=dict)
+    # HTTP statuses of the successful answers that differ between drafts, by answer
+    # ("upload", "collection_not_ready", "aggregation_job_init", "aggregate_share"), and
+    # the message names of the upload and collection bodies ("upload", "collection").
+    statuses: Mapping[str, int] = field(default_factory=dict)
+    message_names: Mapping[str, str] = field(default_factory=dict)
     # Number of Aggregators (VDAF shares).
     shares: int = 2
     notes: tuple[str, ...] = field(default=())
+
+    @classmethod
+    def load(cls, path: Path, **objects: Any) -> Profile:
+        """A profile from its draft's data file (``profile.toml``: the constants) and its
+        package's objects (``messages``, ``task_cls``, ``wire``, ``flow``, ...)."""
+        with open(path, "rb") as f:
+            data = tomllib.load(f)
+        data["version_tag"] = data["version_tag"].encode("ascii")
+        data["mandatory_hpke_suite"] = tuple(data["mandatory_hpke_suite"])
+        data["problem_types"] = frozenset(data["problem_types"])
+        data["requests"] = {op: (m, r) for op, (m, r) in data["requests"].items()}
+        for key in ("message_types", "resources", "requests", "problem_aliases", "statuses",
+                    "message_names"):
+            data[key] = _frozen(data.get(key, {}))
+        return cls(**data, **objects)
 
     # -- domain separation ----------------------------------------------------------------
     def vdaf_ctx(self, task_id: bytes) -> bytes:

@@ -78,9 +78,12 @@ class InteropFields:
         or upload (``"client"``) request."""
         raise NotImplementedError
 
+    # The reader of a collection_start ``query`` object: (body, task) -> the draft's query.
+    query_reader: Callable[[Any, Any], Any]
+
     def query(self, profile: Profile, body: Any, task: Any) -> Any:
         """The draft's query of a collection_start ``query`` object, for ``task``."""
-        raise NotImplementedError
+        return self.query_reader(body, task)
 
     def vdaf_from_descriptor(self, profile: Profile, desc: Any) -> Any:
         """The VDAF object a ``vdaf`` field describes, built by ``vdaf.registry`` in the

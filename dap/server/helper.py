@@ -67,7 +67,7 @@ async def put_aggregation_job(request: web.Request) -> web.StreamResponse:
                                              st.config.clock_skew, job_id=job_id, rng=st.rng)
     assert result.response is not None
     return message_response(task, "AggregationJobResp", result.response,
-                            task.wire.statuses["aggregation_job_init"])
+                            task.profile.statuses["aggregation_job_init"])
 
 
 async def post_aggregation_job(request: web.Request) -> web.StreamResponse:
@@ -134,7 +134,7 @@ async def post_aggregate_shares(request: web.Request) -> web.StreamResponse:
     if result.response is None:
         request.app[WAKE_KEY].set()
         return not_ready_response(st.config, location, status=201)
-    status = task.wire.statuses["aggregate_share"]
+    status = task.profile.statuses["aggregate_share"]
     return message_response(task, "AggregateShare", result.response, status,
                             location if status == 201 else None)
 

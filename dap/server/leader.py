@@ -57,14 +57,14 @@ async def put_or_post_reports(request: web.Request) -> web.StreamResponse:
     task = st.task(task_id_param(request), Role.LEADER)
     require_method(request, task, "upload")
     w = task.wire
-    body = await read_body(request, task, w.messages["upload"])
+    body = await read_body(request, task, task.profile.message_names["upload"])
     keyring = st.keyring()
     with st.datastore.transaction() as tx:
         errors = core.upload(tx, task, keyring, body, st.clock(), st.config.clock_skew)
     request.app[WAKE_KEY].set()
     answer = w.upload_answer(task, errors)  # raises the DAP-09 problem of a refused report
     if answer is None:
-        return web.Response(status=w.statuses["upload"])
+        return web.Response(status=task.profile.statuses["upload"])
     return message_response(task, "UploadErrors", answer)
 
 
@@ -108,8 +108,8 @@ async def poll_collection_job(request: web.Request) -> web.StreamResponse:
         with st.datastore.transaction() as tx:
             body = core.get_collection_job(tx, task, job_id)
     except NotReady:
-        return not_ready_response(st.config, status=task.wire.statuses["collection_not_ready"])
-    return message_response(task, task.wire.messages["collection"], body)
+        return not_ready_response(st.config, status=task.profile.statuses["collection_not_ready"])
+    return message_response(task, task.profile.message_names["collection"], body)
 
 
 async def delete_collection_job(request: web.Request) -> web.StreamResponse:

@@ -302,12 +302,9 @@ def decrypt_aggregate_shares(
                                                 collection.part_batch_selector)
     except ValueError as exc:
         raise Client09Error(str(exc)) from None
-    aad = task.aggregate_share_aad(collection_req.agg_param, selector)
-    leader = open_aggregate_share(collector_keypair, Role.LEADER, aad,
-                                  collection.leader_encrypted_agg_share, profile=task.profile)
-    helper = open_aggregate_share(collector_keypair, Role.HELPER, aad,
-                                  collection.helper_encrypted_agg_share, profile=task.profile)
-    return leader, helper
+    return sharding.open_aggregate_shares(
+        task, collector_keypair, task.aggregate_share_aad(collection_req.agg_param, selector),
+        collection.leader_encrypted_agg_share, collection.helper_encrypted_agg_share)
 
 
 def collect_result(
@@ -328,12 +325,8 @@ def collect_result(
                                               collection)
     selector = BatchSelector.for_collection(collection_req.query,
                                             collection.part_batch_selector)
-    try:
-        agg_param = vdaf.decode_agg_param(collection_req.agg_param)
-        shares = [vdaf.decode_agg_share(agg_param, s) for s in (leader, helper)]
-        result = vdaf.unshard(agg_param, shares, collection.report_count)
-    except (ValueError, TypeError) as exc:
-        raise Client09Error(f"cannot unshard the aggregate shares: {exc}") from None
+    result = sharding.unshard(vdaf, collection_req.agg_param, (leader, helper),
+                              collection.report_count, Client09Error)
     return CollectionResult09(collection.report_count, collection.interval, selector, result)
 
 

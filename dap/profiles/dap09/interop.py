@@ -136,6 +136,7 @@ class Interop09(InteropFields):
     """DAP-09 (VDAF-08) with draft-07's fields: each role gets the task parameters it uses,
     queries by batch ID, and fixed_size collections report their ``batch_id``."""
 
+    query_reader = staticmethod(query09_from_json)
     parameter_readers = MappingProxyType({"bits": bits})
 
     # DAP-09 calls its batch modes query types: batch mode 2 is fixed_size.
@@ -207,9 +208,6 @@ class Interop09(InteropFields):
         except (Task09Error, ValueError) as exc:
             raise f.FieldError(f"invalid task: {exc}") from None
         return TaskFields(task, vdaf, None, tuple(notes))
-
-    def query(self, profile: Profile, body: Any, task: Any) -> Any:
-        return query09_from_json(body, task)
 
     def task_bodies(self, profile: Profile, *, task_id: str, leader: str, helper: str,
                     vdaf: Json, batch_mode: int, min_batch_size: int, time_precision: int,

@@ -62,13 +62,11 @@ def to_prepare_error(error: ReportError) -> m09.PrepareError:
 
 
 class Wire09(core.Wire):
+    m: Any = m09
     errors = ERRORS
     report_cls = m09.Report
     continue_req_cls = m09.AggregationJobContinueReq
     continue_item_cls = m09.PrepareContinue
-    statuses = {"upload": 201, "collection_not_ready": 202, "aggregation_job_init": 201,
-                "aggregate_share": 200}
-    messages = {"upload": "Report", "collection": "Collection"}
 
     def upload_answer(self, task: Any, errors: Sequence[tuple[bytes, ReportError]]
                       ) -> bytes | None:
@@ -226,12 +224,6 @@ class Wire09(core.Wire):
         return encrypt_agg_share09(task.task, task.collector_hpke_config, role,
                                    coll.agg_param, self._selector(task, interval, batch_id),
                                    encoded)
-
-    def encode_agg_share(self, ciphertext: HpkeCiphertext) -> bytes:
-        return m09.AggregateShare(ciphertext).encode()
-
-    def decode_agg_share(self, body: bytes) -> HpkeCiphertext:
-        return m09.AggregateShare.decode(body).encrypted_aggregate_share
 
     def encode_collection(self, task: Any, coll: core.CollReq, batch_id: bytes | None,
                           report_count: int, interval: Interval, leader: HpkeCiphertext,

@@ -21,7 +21,6 @@ from typing import Any
 from dap import sharding
 from dap.hpke import (
     HpkeKeypair,
-    open_aggregate_share,
     open_input_share_bytes,
     seal_aggregate_share,
     seal_input_share,
@@ -205,16 +204,10 @@ def decrypt_aggregate_shares(
 ) -> tuple[bytes, bytes]:
     """The Leader's and the Helper's encoded aggregate shares. Raises
     :class:`dap.hpke.HpkeError` if either does not decrypt."""
-    aad = aggregate_share_aad(task, collection_job_req)
-    leader = open_aggregate_share(
-        collector_keypair, Role.LEADER, aad, collection_job_resp.leader_encrypted_agg_share,
-        profile=task.profile,
-    )
-    helper = open_aggregate_share(
-        collector_keypair, Role.HELPER, aad, collection_job_resp.helper_encrypted_agg_share,
-        profile=task.profile,
-    )
-    return leader, helper
+    return sharding.open_aggregate_shares(
+        task, collector_keypair, aggregate_share_aad(task, collection_job_req),
+        collection_job_resp.leader_encrypted_agg_share,
+        collection_job_resp.helper_encrypted_agg_share)
 
 
 @dataclass(frozen=True)
@@ -244,12 +237,8 @@ def collect_result(
     leader, helper = decrypt_aggregate_shares(
         task, collector_keypair, collection_job_req, collection_job_resp
     )
-    try:
-        agg_param = vdaf.decode_agg_param(collection_job_req.agg_param)
-        shares = [vdaf.decode_agg_share(agg_param, s) for s in (leader, helper)]
-        result = vdaf.unshard(agg_param, shares, collection_job_resp.report_count)
-    except (ValueError, TypeError) as exc:
-        raise ClientError(f"cannot unshard the aggregate shares: {exc}") from None
+    result = sharding.unshard(vdaf, collection_job_req.agg_param, (leader, helper),
+                              collection_job_resp.report_count, ClientError)
     return CollectionResult(
         report_count=collection_job_resp.report_count,
         interval=collection_job_resp.interval,

@@ -137,6 +137,7 @@ def task_from_fields(body: Mapping[str, Any], profile: Profile | None = None) ->
 class Interop18(InteropFields):
     """DAP-18 (VDAF-18): every role is sent, and derives, the same TaskConfiguration."""
 
+    query_reader = staticmethod(query_from_json)
     parameter_readers = MappingProxyType({"max_measurement": max_measurement})
 
     report_errors = (ClientError,)
@@ -181,9 +182,6 @@ class Interop18(InteropFields):
         except (TaskError, ValueError) as exc:
             raise FieldError(f"invalid task: {exc}") from None
         return TaskFields(task, vdaf, max_batch_size, tuple(notes))
-
-    def query(self, profile: Profile, body: Any, task: Any) -> Any:
-        return query_from_json(body, task)
 
     def task_bodies(self, profile: Profile, *, task_id: str, leader: str, helper: str,
                     vdaf: Json, batch_mode: int, min_batch_size: int, time_precision: int,

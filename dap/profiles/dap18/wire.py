@@ -51,9 +51,6 @@ class Wire18(core.Wire):
     report_cls = m18.Report
     continue_req_cls = m18.AggregationJobContinueReq
     continue_item_cls = m18.VerifyContinue
-    statuses = {"upload": 200, "collection_not_ready": 200, "aggregation_job_init": 201,
-                "aggregate_share": 201}
-    messages = {"upload": "UploadRequest", "collection": "CollectionJobResp"}
 
     def upload_answer(self, task: Any, errors: Sequence[tuple[bytes, ReportError]]
                       ) -> bytes | None:
@@ -195,12 +192,6 @@ class Wire18(core.Wire):
                           encoded: bytes) -> HpkeCiphertext:
         return encrypt_aggregate_share(task.task, task.collector_hpke_config, role, coll.cjr,
                                        encoded)
-
-    def encode_agg_share(self, ciphertext: HpkeCiphertext) -> bytes:
-        return m18.AggregateShare(ciphertext).encode()
-
-    def decode_agg_share(self, body: bytes) -> HpkeCiphertext:
-        return m18.AggregateShare.decode(body).encrypted_aggregate_share
 
     def encode_collection(self, task: Any, coll: core.CollReq, batch_id: bytes | None,
                           report_count: int, interval: Interval, leader: HpkeCiphertext,

@@ -29,20 +29,13 @@ from dap.common import VerifyRespType
 from dap.profiles.dap18 import messages as m18
 from dap.profiles.dap18.messages import *  # noqa: F403  (every unchanged DAP-18 message)
 
-
-class ReportError(IntEnum):
-    """``ReportError`` of DAP-19 (#786, #784, #789). ``reserved(0)`` never decodes."""
-
-    BATCH_COLLECTED = 1
-    REPORT_REPLAYED = 2
-    REPORT_DROPPED = 3
-    HPKE_UNKNOWN_CONFIG_ID = 4
-    HPKE_DECRYPT_ERROR = 5
-    VDAF_VERIFY_ERROR = 6
-    INVALID_MESSAGE = 7
-    REPORT_TOO_EARLY = 8
-    UNKNOWN_VERIFICATION_KEY_ID = 9
-    UNSUPPORTED_EXTENSION = 10
+#: ``ReportError`` of DAP-19 (#786, #784, #789), numbered from 1 in this order;
+#: ``reserved(0)`` never decodes.
+ReportError = IntEnum("ReportError", [
+    "BATCH_COLLECTED", "REPORT_REPLAYED", "REPORT_DROPPED", "HPKE_UNKNOWN_CONFIG_ID",
+    "HPKE_DECRYPT_ERROR", "VDAF_VERIFY_ERROR", "INVALID_MESSAGE", "REPORT_TOO_EARLY",
+    "UNKNOWN_VERIFICATION_KEY_ID", "UNSUPPORTED_EXTENSION",
+], module=__name__)
 
 
 REPORT_ERROR = EnumCodec(ReportError, 1)
