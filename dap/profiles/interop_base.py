@@ -72,6 +72,26 @@ class InteropFields:
     #: Prio3Histogram length 4 chunk 2, Prio3MultihotCountVec length 4 weight 2 chunk 2.
     runner_vdafs: Mapping[str, Json] = MappingProxyType({})
 
+    @staticmethod
+    def runner_cases(**changes: Json | None) -> Mapping[str, Json]:
+        """The runner's VDAF descriptors: Count, SumVec (4 bits, which both VDAF drafts
+        express) and Histogram, with ``changes`` (a descriptor per type, None to leave
+        the type out)."""
+        cases: dict[str, Json] = {
+            "Prio3Count": {"type": "Prio3Count"},
+            "Prio3SumVec": {"type": "Prio3SumVec", "length": "3", "bits": "4",
+                            "chunk_length": "2"},
+            "Prio3Histogram": {"type": "Prio3Histogram", "length": "4", "chunk_length": "2"},
+        }
+        for name, desc in changes.items():
+            if desc is None:
+                cases.pop(name, None)
+            else:
+                cases[name] = desc
+        order = ("Prio3Count", "Prio3Sum", "Prio3SumVec", "Prio3Histogram",
+                 "Prio3MultihotCountVec")
+        return MappingProxyType({n: cases[n] for n in sorted(cases, key=order.index)})
+
     # -- requests -------------------------------------------------------------------------
     def task_fields(self, profile: Profile, body: Mapping[str, Any], role: str) -> TaskFields:
         """The task of an add_task (``role`` ``"leader"``, ``"helper"``, ``"collector"``)

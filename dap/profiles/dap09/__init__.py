@@ -1,8 +1,9 @@
-"""draft-ietf-ppm-dap-09: its messages, task, wire, client flow, vectors and interop fields.
+"""draft-ietf-ppm-dap-09, the draft Janus 0.7, Daphne and divviup-ts speak, with VDAF-08.
 
-``DAP_09`` is the profile object: the draft's constants are data (``profile.toml``), its
-behaviour the objects of this package's modules, which are its internals and are imported
-only from ``dap/profiles/`` (an import-linter contract).
+``DAP_09`` is built from this folder: ``profile.toml`` holds the draft's constants
+(media types, resources and methods, problem types), and the modules the objects the
+engine asks (messages, the task class, the wire, the client flow, interop readers,
+vectors). Only ``dap/profiles/`` imports them (an import-linter contract).
 """
 
 from __future__ import annotations

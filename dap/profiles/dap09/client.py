@@ -141,20 +141,12 @@ def shard(task: Any, vdaf: Any, measurement: Any, report_id: bytes,
     return sharding.shard(task, vdaf, measurement, report_id, rand, Client09Error)
 
 
-def generate_report(
-    task: Task09,
-    measurement: Any,
-    *,
-    time: int,
-    leader_hpke_config: HpkeConfig,
-    helper_hpke_config: HpkeConfig,
-    vdaf: Any | None = None,
-    report_id: bytes | None = None,
-    rand: bytes | None = None,
-    leader_extensions: Sequence[Extension] = (),
-    helper_extensions: Sequence[Extension] = (),
-    ephemeral_ikms: tuple[bytes, bytes] | None = None,
-) -> Report:
+def generate_report(task: Task09, measurement: Any, *, time: int,
+                    leader_hpke_config: HpkeConfig, helper_hpke_config: HpkeConfig,
+                    vdaf: Any | None = None, report_id: bytes | None = None,
+                    rand: bytes | None = None, leader_extensions: Sequence[Extension] = (),
+                    helper_extensions: Sequence[Extension] = (),
+                    ephemeral_ikms: tuple[bytes, bytes] | None = None) -> Report:
     """A ``Report`` for ``measurement`` (Section 4.4.2).
 
     ``time`` is in POSIX seconds and is rounded down to the task's ``time_precision``.
@@ -307,19 +299,11 @@ def decrypt_aggregate_shares(
         collection.leader_encrypted_agg_share, collection.helper_encrypted_agg_share)
 
 
-def collect_result(
-    task: Task09,
-    collector_keypair: HpkeKeypair,
-    collection_req: CollectionReq,
-    collection: Collection,
-    *,
-    vdaf: Any | None = None,
-) -> CollectionResult09:
-    """Decrypt both aggregate shares and unshard them (Section 4.6.3)::
-
-        agg_result = Vdaf.unshard(agg_param, [leader_agg_share, helper_agg_share],
-                                  report_count)
-    """
+def collect_result(task: Task09, collector_keypair: HpkeKeypair, collection_req: CollectionReq,
+                   collection: Collection, *, vdaf: Any | None = None) -> CollectionResult09:
+    """The Collector's result of a DAP-09 collection (Section 4.6.3): both aggregate
+    shares opened with the ``BatchSelector`` of the collection in the AAD, then unsharded
+    with the report count of the ``Collection``."""
     vdaf = _task_vdaf(task, vdaf)
     leader, helper = decrypt_aggregate_shares(task, collector_keypair, collection_req,
                                               collection)

@@ -151,13 +151,8 @@ class Interop09(InteropFields):
     # must recognise them as dap-09 as they would a stock draft-07 runner's.
     runner_sends_dap_version = False
     reports_batch_id = True
-    runner_vdafs = MappingProxyType({
-        "Prio3Count": {"type": "Prio3Count"},
-        "Prio3Sum": {"type": "Prio3Sum", "bits": "8"},
-        "Prio3SumVec": {"type": "Prio3SumVec", "length": "3", "bits": "4",
-                        "chunk_length": "2"},
-        "Prio3Histogram": {"type": "Prio3Histogram", "length": "4", "chunk_length": "2"},
-    })
+    # VDAF-08 has no MultihotCountVec, and its Sum takes a bit width.
+    runner_vdafs = InteropFields.runner_cases(Prio3Sum={"type": "Prio3Sum", "bits": "8"})
 
     def task_fields(self, profile: Profile, body: Mapping[str, Any], role: str) -> TaskFields:
         """Each role reads the fields it uses (see :func:`task09_from_fields`)."""

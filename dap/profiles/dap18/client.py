@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from dap import sharding
+from dap.common import Extension, HpkeCiphertext, HpkeConfig, Interval, ReportID, Role, Time
 from dap.hpke import (
     HpkeKeypair,
     open_input_share_bytes,
@@ -30,17 +31,10 @@ from dap.profiles.dap18.messages import (
     AggregateShareAad,
     CollectionJobReq,
     CollectionJobResp,
-    Extension,
-    HpkeCiphertext,
-    HpkeConfig,
     InputShareAad,
-    Interval,
     PlaintextInputShare,
     Report,
-    ReportID,
     ReportMetadata,
-    Role,
-    Time,
 )
 from dap.profiles.dap18.task import Task, vdaf_configuration
 from dap.sharding import ShardedReport

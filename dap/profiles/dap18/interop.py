@@ -141,15 +141,10 @@ class Interop18(InteropFields):
     parameter_readers = MappingProxyType({"max_measurement": max_measurement})
 
     report_errors = (ClientError,)
-    runner_vdafs = MappingProxyType({
-        "Prio3Count": {"type": "Prio3Count"},
-        "Prio3Sum": {"type": "Prio3Sum", "max_measurement": "255"},
-        "Prio3SumVec": {"type": "Prio3SumVec", "length": "3", "bits": "4",
-                        "chunk_length": "2"},
-        "Prio3Histogram": {"type": "Prio3Histogram", "length": "4", "chunk_length": "2"},
-        "Prio3MultihotCountVec": {"type": "Prio3MultihotCountVec", "length": "4",
-                                  "max_weight": "2", "chunk_length": "2"},
-    })
+    runner_vdafs = InteropFields.runner_cases(
+        Prio3Sum={"type": "Prio3Sum", "max_measurement": "255"},
+        Prio3MultihotCountVec={"type": "Prio3MultihotCountVec", "length": "4",
+                               "max_weight": "2", "chunk_length": "2"})
 
     def task_fields(self, profile: Profile, body: Mapping[str, Any], role: str) -> TaskFields:
         """Every role reads the same fields (see :func:`task_from_fields`)."""
