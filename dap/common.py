@@ -404,3 +404,11 @@ def batch_checksum(report_ids: Iterable[bytes]) -> bytes:
     for report_id in report_ids:
         acc ^= int.from_bytes(hashlib.sha256(bytes(ReportID(report_id))).digest(), "big")
     return acc.to_bytes(32, "big")
+
+
+@dataclass(frozen=True)
+class AggregateShare(Struct):
+    """``AggregateShare``: one aggregate share encrypted to the Collector, the same struct
+    in DAP-09 (Section 4.6.2) and DAP-18 (Section 4.6.4)."""
+
+    encrypted_aggregate_share: HpkeCiphertext = wire(StructCodec(HpkeCiphertext))

@@ -58,6 +58,7 @@ from dap.codec import (
     wire,
 )
 from dap.common import (
+    AggregateShare,
     BatchID,
     Empty,
     HpkeCiphertext,
@@ -539,13 +540,6 @@ class AggregateShareReq(Struct):
     agg_param: bytes = wire(Opaque(4))
     report_count: int = wire(U64)
     checksum: bytes = wire(Fixed(32))
-
-
-@dataclass(frozen=True)
-class AggregateShare(Struct):
-    """``AggregateShare`` (Section 4.6.2)."""
-
-    encrypted_aggregate_share: HpkeCiphertext = wire(StructCodec(HpkeCiphertext))
 
 
 @dataclass(frozen=True)

@@ -58,6 +58,7 @@ from dap.common import (
     TIME,
     TIME_PRECISION,
     URL,
+    AggregateShare,
     AggregateShareID,
     AggregationJobID,
     BatchID,
@@ -530,13 +531,6 @@ class AggregateShareReq(Struct):
     batch_selector: BatchSelector = wire(StructCodec(BatchSelector))
     report_count: int = wire(U64)
     checksum: bytes = wire(Fixed(32))
-
-
-@dataclass(frozen=True)
-class AggregateShare(Struct):
-    """``AggregateShare`` (Section 4.6.4)."""
-
-    encrypted_aggregate_share: HpkeCiphertext = wire(StructCodec(HpkeCiphertext))
 
 
 @dataclass(frozen=True)
