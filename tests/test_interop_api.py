@@ -22,14 +22,25 @@ from typing import Any
 
 import pytest
 
+from dap.profiles.dap09 import DAP_09
 from dap.profiles.dap09 import messages as m09
-from dap.profiles.dap09.interop import PLACEHOLDER_HELPER, query09_from_json, task09_from_fields
+from dap.profiles.dap09.interop import PLACEHOLDER_HELPER, query09_from_json
+from dap.profiles.dap09.interop import task09_from_fields as _task09_from_fields
 from dap.profiles.dap09.task import Task09
-from dap.profiles.dap18.interop import task_from_fields
+from dap.profiles.dap18 import DAP_18
+from dap.profiles.dap18.interop import task_from_fields as _task_from_fields
 from interop import fields
 from interop.runner import VERSIONS, Case, Endpoints, default_cases, run_all
 from interop.server import version_of
 from tests.dap_harness import free_port
+
+
+def task_from_fields(body: dict[str, Any]) -> Any:
+    return _task_from_fields(body, DAP_18)
+
+
+def task09_from_fields(body: dict[str, Any], role: str) -> Any:
+    return _task09_from_fields(body, role, DAP_09)
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 ROLES = ("client", "leader", "helper", "collector")

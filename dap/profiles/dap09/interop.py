@@ -29,14 +29,6 @@ if TYPE_CHECKING:
 PLACEHOLDER_HELPER = "http://helper.invalid/"
 
 
-def _profile(profile: Profile | None) -> Profile:
-    if profile is not None:
-        return profile
-    from dap.profiles.dap09 import DAP_09
-
-    return DAP_09
-
-
 def bits(desc: Mapping[str, Any]) -> int:
     """VDAF-08 Prio3Sum / Prio3SumVec take ``bits`` (draft-07's field). ``max_measurement``
     (the DAP-18 spelling) is accepted when it is ``2^bits - 1``, the only values VDAF-08
@@ -105,8 +97,8 @@ def query09_from_json(body: Any, task: Task09) -> m09.Query:
 
 
 def task09_from_fields(body: Mapping[str, Any], role: str,
-                       profile: Profile | None = None) -> TaskFields:
-    """The DAP-09 task (of ``profile``, default DAP-09) of a request to ``role``
+                       profile: Profile) -> TaskFields:
+    """The DAP-09 task (of ``profile``) of a request to ``role``
     (``"client"`` upload, ``"collector"``, ``"leader"`` or ``"helper"`` add_task), from
     the draft-07 fields.
 
@@ -129,7 +121,7 @@ def task09_from_fields(body: Mapping[str, Any], role: str,
     Optional for every role: ``dp_policy`` (as for DAP-18; DAP-09 binds no task
     configuration, so each role must be given the same one). ``task_info`` and
     ``task_start`` have no DAP-09 counterpart: ignored, with a note."""
-    return INTEROP_09.task_fields(_profile(profile), body, role)
+    return INTEROP_09.task_fields(profile, body, role)
 
 
 class Interop09(InteropFields):

@@ -39,14 +39,6 @@ if TYPE_CHECKING:
 _U64_MAX = 2**64 - 1
 
 
-def _profile(profile: Profile | None) -> Profile:
-    if profile is not None:
-        return profile
-    from dap.profiles.dap18 import DAP_18
-
-    return DAP_18
-
-
 def max_measurement(desc: Mapping[str, Any]) -> int:
     """DAP-18 VDAFs take ``max_measurement``; draft-07 sends ``bits`` (the VDAF-08
     parameter), which means ``max_measurement = 2^bits - 1``."""
@@ -124,14 +116,14 @@ def task_interval(body: Mapping[str, Any], time_precision: int) -> Interval | No
     return Interval(Time(start), Duration(end - start))
 
 
-def task_from_fields(body: Mapping[str, Any], profile: Profile | None = None) -> TaskFields:
-    """The DAP-18 task (of ``profile``, default DAP-18) of an add_task / upload request.
+def task_from_fields(body: Mapping[str, Any], profile: Profile) -> TaskFields:
+    """The DAP-18 task (of ``profile``) of an add_task / upload request.
     Required: ``task_id``, ``leader``, ``helper``, ``vdaf``, ``time_precision``,
     ``min_batch_size``, ``batch_mode`` (or ``query_type``). Optional: ``task_info``
     (base64url; default :func:`default_task_info`), ``task_start`` / ``task_end`` /
     ``task_expiration``, ``dp_policy`` (object), ``max_batch_size``,
     ``max_batch_query_count`` (ignored)."""
-    return INTEROP_18.task_fields(_profile(profile), body, "client")
+    return INTEROP_18.task_fields(profile, body, "client")
 
 
 class Interop18(InteropFields):
