@@ -201,9 +201,10 @@ class Wire18(Wire):
 
     def encrypt_agg_share(self, task: Any, role: Role, coll: CollReq,
                           interval: Interval | None, batch_id: bytes | None,
-                          encoded: bytes) -> HpkeCiphertext:
+                          encoded: bytes, *, ephemeral_ikm: bytes | None = None
+                          ) -> HpkeCiphertext:
         return encrypt_aggregate_share(task.task, task.collector_hpke_config, role, coll.cjr,
-                                       encoded)
+                                       encoded, ephemeral_ikm=ephemeral_ikm)
 
     def encode_agg_share(self, ciphertext: HpkeCiphertext) -> bytes:
         return m18.AggregateShare(ciphertext).encode()
