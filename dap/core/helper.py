@@ -385,13 +385,15 @@ class ShareResult:
 
 
 def create_aggregate_share(tx: Transaction, task: AggregatorTask, body: bytes,
-                           asynchronous: bool, *, rng: Rng) -> ShareResult:
+                           asynchronous: bool, *, rng: Rng,
+                           ephemeral_ikm: bytes | None = None) -> ShareResult:
     """Handle a POST to `aggregate_shares` (DAP-18 Section 4.6.4, DAP-09 Section 4.6.2).
     Validation, the batch-mismatch check and marking the batch collected happen here, in
     the request's transaction; computing the (noised) encrypted share happens here too
     unless `asynchronous`, in which case `finish_aggregate_share` does it in the
     background (DP noise is then drawn off the request path; DAP-09 has no asynchronous
-    answer). The share job's ID is drawn from `rng`."""
+    answer). The share job's ID is drawn from `rng`. `ephemeral_ikm` is FOR TEST VECTORS
+    ONLY (see `finish_aggregate_share`)."""
     request_hash = digest(body)
     existing = tx.find_aggregate_share_job_by_hash(task.task_id, request_hash)
     if existing is not None:
@@ -417,7 +419,7 @@ def create_aggregate_share(tx: Transaction, task: AggregatorTask, body: bytes,
                                   AggregateShareJobState.START)
     tx.put_aggregate_share_job(job)
     if not asynchronous:
-        finish_aggregate_share(tx, task, job)
+        finish_aggregate_share(tx, task, job, ephemeral_ikm=ephemeral_ikm)
     return ShareResult(job.share_id, job.response)
 
 
@@ -466,9 +468,14 @@ def _mark_collected(tx: Transaction, task: AggregatorTask, req: ShareReq) -> Non
 
 
 def finish_aggregate_share(tx: Transaction, task: AggregatorTask,
-                           job: AggregateShareJobRecord) -> None:
+                           job: AggregateShareJobRecord, *,
+                           ephemeral_ikm: bytes | None = None) -> None:
     """Compute, noise (DP policy) and encrypt the Helper's aggregate share. The batch is
-    already collected, so its buckets no longer change."""
+    already collected, so its buckets no longer change.
+
+    `ephemeral_ikm` derives the HPKE ephemeral key of the encryption: FOR TEST VECTORS
+    ONLY (the example vectors pin the `AggregateShare` bytes). The servers never pass it;
+    without it HPKE draws a fresh key from the OS CSPRNG."""
     req = task.wire.decode_share_req(task, job.request)
     agg_param = req.coll.agg_param
     if req.interval is not None:
@@ -483,7 +490,7 @@ def finish_aggregate_share(tx: Transaction, task: AggregatorTask,
         agg_share = task.dp_policy.add_noise_to_agg_share(agg_share)
     encoded = task.vdaf.encode_agg_share(agg_share)
     ciphertext = task.wire.encrypt_agg_share(task, Role.HELPER, req.coll, req.interval,
-                                             req.batch_id, encoded)
+                                             req.batch_id, encoded, ephemeral_ikm=ephemeral_ikm)
     job.response = task.wire.encode_agg_share(ciphertext)
     job.state = AggregateShareJobState.FINISHED
     tx.update_aggregate_share_job(job)

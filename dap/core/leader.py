@@ -510,9 +510,14 @@ def _maybe_give_up(tx: Transaction, task: AggregatorTask, job: CollectionJobReco
 
 
 def finish_collection(tx: Transaction, task: AggregatorTask, job: CollectionJobRecord,
-                      share_request: ShareRequest, helper_body: bytes) -> None:
+                      share_request: ShareRequest, helper_body: bytes, *,
+                      ephemeral_ikm: bytes | None = None) -> None:
     """Combine the Helper's `AggregateShare` with the Leader's own (noised by the task's
-    DP policy) into the `CollectionJobResp`."""
+    DP policy) into the `CollectionJobResp`.
+
+    `ephemeral_ikm` derives the HPKE ephemeral key of the Leader's encrypted aggregate
+    share: FOR TEST VECTORS ONLY (the example vectors pin the `CollectionJobResp` bytes).
+    The servers never pass it; without it HPKE draws a fresh key from the OS CSPRNG."""
     try:
         helper_ct = task.wire.decode_agg_share(helper_body)
     except DecodeError as exc:
@@ -523,7 +528,8 @@ def finish_collection(tx: Transaction, task: AggregatorTask, job: CollectionJobR
     if task.dp_policy is not None:
         agg_share = task.dp_policy.add_noise_to_agg_share(agg_share)
     leader_ct = task.wire.encrypt_agg_share(task, Role.LEADER, req, req.interval, job.batch_id,
-                                            task.vdaf.encode_agg_share(agg_share))
+                                            task.vdaf.encode_agg_share(agg_share),
+                                            ephemeral_ikm=ephemeral_ikm)
     merged = share_request.merged
     job.response = task.wire.encode_collection(task, req, job.batch_id, merged.report_count,
                                                merged.interval, leader_ct, helper_ct)

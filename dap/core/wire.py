@@ -228,7 +228,11 @@ class Wire:
 
     def encrypt_agg_share(self, task: Any, role: Role, coll: CollReq,
                           interval: Interval | None, batch_id: bytes | None,
-                          encoded: bytes) -> HpkeCiphertext:
+                          encoded: bytes, *, ephemeral_ikm: bytes | None = None
+                          ) -> HpkeCiphertext:
+        """Encrypt an aggregate share to the Collector. HPKE draws a fresh ephemeral key
+        from the OS CSPRNG; ``ephemeral_ikm`` derives it instead and is FOR TEST VECTORS
+        ONLY (see :func:`dap.hpke.seal_base_deterministic`): the servers never pass it."""
         raise NotImplementedError
 
     def encode_agg_share(self, ciphertext: HpkeCiphertext) -> bytes:

@@ -9,6 +9,8 @@ with every key, random input and intermediate value.
 Everything is derived from a fixed seed: ``derive(label, n) = SHAKE128(SEED || "/" ||
 label)[:n]`` with ``SEED = "ppm-reference dap-09 test vectors"``. Times are in seconds.
 HPKE ephemeral keys come from ``*_ephemeral_ikm`` values (test mode only).
+The Aggregators' messages are what the protocol core produced in a run of the example
+(:mod:`dap.profiles.example_run`), with the recorded IDs handed to it through its ``rng``.
 """
 
 from __future__ import annotations
@@ -22,7 +24,6 @@ from dap.codec import DecodeError
 from dap.hpke import Aead, HpkeKeypair, Kdf, Kem, derive_keypair
 from dap.profiles.base import Profile
 from dap.profiles.dap09.client import (
-    encrypt_aggregate_share,
     generate_report,
     open_aggregate_share,
     open_input_share,
@@ -71,6 +72,7 @@ from dap.profiles.dap09.messages import (
     batch_checksum,
 )
 from dap.profiles.dap09.task import Task09
+from dap.profiles.example_run import message, run_example
 from dap.vectors import (
     FORMAT_VERSION,
     CheckReport,
@@ -276,11 +278,51 @@ def build_example(inputs: dict[str, Any], description: str,
         "reports": upload_reports,
     }
 
+    # -- the protocol run: the Leader and the Helper of dap.core (dap.profiles.example_run)
+    # The Client's and the Collector's messages go in; every message an Aggregator sends
+    # is what the core produced. Each report is its own upload (DAP-09 has one report per
+    # request), in the order of the inputs.
+    tp = task.time_precision
+    times = [int(r.report_metadata.time) for r in reports]
+    start = min(times) - min(times) % tp
+    end = max(times) - max(times) % tp + tp
+    interval = Interval(start, end - start)  # multiples of time_precision (Section 4.6.1)
+    batch_id = None
+    if task.query_type == QueryType.FIXED_SIZE:
+        batch_id = BatchID(_unhex(inputs["batch_id"], "batch_id"))
+        query = Query.fixed_size(FixedSizeQuery.current_batch())
+    else:
+        query = Query.time_interval(interval)
+    collection_req = CollectionReq(query, agg_param)
+    collection_job_id = _unhex(inputs["collection_job_id"], "collection_job_id")
+    run = run_example(
+        task,
+        vdaf_verify_key=verify_key,
+        verification_key_id=0,  # DAP-09 has one verification key per task
+        leader_keypair=keys["leader"],
+        helper_keypair=keys["helper"],
+        collector_hpke_config=keys["collector"].config,
+        uploads=[report.encode() for report in reports],
+        report_count=len(reports),
+        collection_req=collection_req.encode(),
+        # The Leader draws a fixed_size batch's ID, then the aggregation job ID (it names
+        # the job: PUT); the Collector names the collection job (PUT). The Helper draws
+        # only the ID of its aggregate share job, which DAP-09 never sends: we give it
+        # the collection job's.
+        leader_ids=[*([bytes(batch_id)] if batch_id is not None else []),
+                    _unhex(inputs["aggregation_job_id"], "aggregation_job_id")],
+        helper_ids=[collection_job_id],
+        collection_job_id=collection_job_id,
+        leader_agg_share_ephemeral_ikm=_unhex(inputs["leader_agg_share_ephemeral_ikm"], "ikm"),
+        helper_agg_share_ephemeral_ikm=_unhex(inputs["helper_agg_share_ephemeral_ikm"], "ikm"),
+        # The Aggregators' clock: one time_precision after the last report's time.
+        now=max(times) + tp,
+    )
+
     # -- aggregation (Section 4.5), Prio3 has one round ---------------------------------
+    # The VDAF's intermediate values, for the reader: the core computed the same inside.
     agg_shares = [vdaf.agg_init(None), vdaf.agg_init(None)]
     agg_reports = []
-    prep_inits = []
-    prep_resps = []
     for report in reports:
         nonce = bytes(report.report_metadata.report_id)
         aad = task.input_share_aad(report.report_metadata, report.public_share)
@@ -301,15 +343,11 @@ def build_example(inputs: dict[str, Any], description: str,
         out_shares = [vdaf.verify_next(ctx, states[j], prep_msg) for j in (0, 1)]
         for j in (0, 1):
             agg_shares[j] = vdaf.agg_update(None, agg_shares[j], out_shares[j])
+        # The Leader initializes; the Helper reaches Finished with an outbound message and
+        # answers "continue" with the finish message (Section 4.5.1.2); the Leader then
+        # finishes.
         leader_outbound = PingPongMessage.initialize(vdaf.encode_verifier_share(pshares[0]))
         helper_outbound = PingPongMessage.finish(vdaf.encode_verifier_message(prep_msg))
-        prep_inits.append(PrepareInit(
-            ReportShare(report.report_metadata, report.public_share,
-                        report.helper_encrypted_input_share),
-            leader_outbound.encode()))
-        # The Helper reaches Finished with an outbound message: it answers "continue"
-        # with the finish message (Section 4.5.1.2); the Leader then finishes.
-        prep_resps.append(PrepareResp.continue_(nonce, helper_outbound.encode()))
         agg_reports.append({
             "report_id": _hex(nonce),
             "leader_prep_share": _hex(vdaf.encode_verifier_share(pshares[0])),
@@ -320,12 +358,7 @@ def build_example(inputs: dict[str, Any], description: str,
             "leader_out_share": _hex(vdaf.encode_out_share(out_shares[0])),
             "helper_out_share": _hex(vdaf.encode_out_share(out_shares[1])),
         })
-    if task.query_type == QueryType.FIXED_SIZE:
-        pbs = PartialBatchSelector.fixed_size(BatchID(_unhex(inputs["batch_id"], "batch_id")))
-    else:
-        pbs = PartialBatchSelector.time_interval()
-    init_req = AggregationJobInitReq(agg_param, pbs, prep_inits)
-    agg_job_id = AggregationJobID(_unhex(inputs["aggregation_job_id"], "aggregation_job_id"))
+    agg_job_id = AggregationJobID(run.aggregation_job_id)
     method, resource = profile.request("aggregation_job_init")
     out["aggregation"] = {
         "method": method,
@@ -334,52 +367,33 @@ def build_example(inputs: dict[str, Any], description: str,
         "media_type": profile.media_type_for(AggregationJobInitReq),
         "agg_param": _hex(agg_param),
         "reports": agg_reports,
-        "aggregation_job_init_req": _msg(init_req),
-        "aggregation_job_resp": _msg(AggregationJobResp(prep_resps)),
+        "aggregation_job_init_req": message(AggregationJobInitReq,
+                                            run.aggregation_job_init_req),
+        "aggregation_job_resp": message(AggregationJobResp, run.aggregation_job_resp),
         "leader_agg_share": _hex(vdaf.encode_agg_share(agg_shares[0])),
         "helper_agg_share": _hex(vdaf.encode_agg_share(agg_shares[1])),
     }
 
     # -- collection (Section 4.6) -------------------------------------------------------
-    tp = task.time_precision
-    times = [int(r.report_metadata.time) for r in reports]
-    start = min(times) - min(times) % tp
-    end = max(times) - max(times) % tp + tp
-    interval = Interval(start, end - start)  # multiples of time_precision (Section 4.6.1)
-    if task.query_type == QueryType.TIME_INTERVAL:
-        query = Query.time_interval(interval)
-    else:
-        query = Query.fixed_size(FixedSizeQuery.current_batch())
-    collection_req = CollectionReq(query, agg_param)
-    selector = BatchSelector.for_collection(query, pbs)
-    report_ids = [r.report_metadata.report_id for r in reports]
-    share_req = AggregateShareReq(selector, agg_param, len(reports), batch_checksum(report_ids))
-    encoded_agg = [vdaf.encode_agg_share(s) for s in agg_shares]
-    leader_ct = encrypt_aggregate_share(
-        task, keys["collector"].config, Role.LEADER, agg_param, selector, encoded_agg[0],
-        ephemeral_ikm=_unhex(inputs["leader_agg_share_ephemeral_ikm"], "ikm"))
-    helper_ct = encrypt_aggregate_share(
-        task, keys["collector"].config, Role.HELPER, agg_param, selector, encoded_agg[1],
-        ephemeral_ikm=_unhex(inputs["helper_agg_share_ephemeral_ikm"], "ikm"))
-    collection = Collection(pbs, len(reports), interval, leader_ct, helper_ct)
-    collection_job_id = CollectionJobID(_unhex(inputs["collection_job_id"], "collection_job_id"))
+    share_req = AggregateShareReq.decode(run.aggregate_share_req)
     method, resource = profile.request("collection_job_create")
     share_method, share_resource = profile.request("aggregate_share_create")
     out["collection"] = {
         "method": method,
         "url": profile.resource_url(resource, LEADER_URL, task_id=task.task_id,
-                                    collection_job_id=collection_job_id),
+                                    collection_job_id=CollectionJobID(run.collection_job_id)),
         "poll_method": profile.request("collection_job_poll")[0],
         "aggregate_share_method": share_method,
         "aggregate_share_url": profile.resource_url(share_resource, HELPER_URL,
                                                     task_id=task.task_id),
         "collection_req": _msg(collection_req),
-        "aggregate_share_req": _msg(share_req),
-        "aggregate_share_aad": _msg(task.aggregate_share_aad(agg_param, selector)),
+        "aggregate_share_req": message(AggregateShareReq, run.aggregate_share_req),
+        "aggregate_share_aad": _msg(task.aggregate_share_aad(agg_param,
+                                                             share_req.batch_selector)),
         "leader_hpke_info": _hex(profile.aggregate_share_info(Role.LEADER)),
         "helper_hpke_info": _hex(profile.aggregate_share_info(Role.HELPER)),
-        "aggregate_share": _msg(AggregateShare(helper_ct)),
-        "collection": _msg(collection),
+        "aggregate_share": message(AggregateShare, run.aggregate_share),
+        "collection": message(Collection, run.collection_job_resp),
         "aggregate_result": vdaf.unshard(None, agg_shares, len(reports)),
     }
     return out

@@ -218,12 +218,13 @@ class Wire09(core.Wire):
 
     def encrypt_agg_share(self, task: Any, role: Role, coll: core.CollReq,
                           interval: Interval | None, batch_id: bytes | None,
-                          encoded: bytes) -> HpkeCiphertext:
+                          encoded: bytes, *, ephemeral_ikm: bytes | None = None
+                          ) -> HpkeCiphertext:
         # The batch selector is the query's interval (time_interval) or the batch ID
         # (fixed_size) (DAP-09 Section 4.6.4).
         return encrypt_agg_share09(task.task, task.collector_hpke_config, role,
                                    coll.agg_param, self._selector(task, interval, batch_id),
-                                   encoded)
+                                   encoded, ephemeral_ikm=ephemeral_ikm)
 
     def encode_collection(self, task: Any, coll: core.CollReq, batch_id: bytes | None,
                           report_count: int, interval: Interval, leader: HpkeCiphertext,

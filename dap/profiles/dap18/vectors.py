@@ -7,11 +7,15 @@ directory holds:
   encoding of a few valid values, plus encodings every strict decoder must reject;
 * ``examples/<Vdaf>.json``: a complete run of one task (upload, aggregation, collection)
   for Prio3Count and Prio3Histogram, with every key, random input and intermediate
-  value, so another implementation can reproduce each byte.
+  value, so another implementation can reproduce each byte. The run is the protocol
+  core's (:mod:`dap.profiles.example_run`): every message an Aggregator sends is what
+  ``dap.core`` produced, so the files pin the bytes the servers send.
 
 Everything is derived from a fixed seed: ``derive(label, n) = SHAKE128(SEED || "/" ||
 label)[:n]``. HPKE ephemeral keys are derived with RFC 9180 ``DeriveKeyPair`` from
 ``*_ephemeral_ikm`` values (test mode only: see :func:`dap.hpke.seal_base_deterministic`).
+The IDs the Aggregators draw (job, batch and share IDs) are the recorded ones, handed to
+the core through its ``rng``.
 
 ``check`` re-derives every encoding from the inputs recorded in the files, decodes every
 encoding, and decrypts every ciphertext with the recorded private keys.
@@ -37,7 +41,6 @@ from dap.hpke import (
 from dap.profiles.base import Profile
 from dap.profiles.dap18.client import (
     aggregate_share_aad,
-    encrypt_aggregate_share,
     generate_report,
     input_share_aad,
     open_input_share,
@@ -97,6 +100,7 @@ from dap.profiles.dap18.task import (
     decode_vdaf_configuration,
     vdaf_configuration,
 )
+from dap.profiles.example_run import message, run_example
 from dap.vectors import (
     FORMAT_VERSION,
     CheckReport,
@@ -369,11 +373,46 @@ def build_example(
         "upload_request": _msg(UploadRequest(reports)),
     }
 
+    # -- the protocol run: the Leader and the Helper of dap.core (dap.profiles.example_run)
+    # The Client's and the Collector's messages go in; every message an Aggregator sends
+    # is what the core produced. Each report is its own upload, in the order of the inputs.
+    batch_id = None
+    if task.batch_mode == BatchMode.LEADER_SELECTED:
+        batch_id = BatchID(_unhex(inputs["batch_id"], "batch_id"))
+    times = [int(r.report_metadata.time) for r in reports]
+    if task.batch_mode == BatchMode.TIME_INTERVAL:
+        query = Query.time_interval(Interval(min(times), max(times) - min(times) + 1))
+    else:
+        query = Query.leader_selected()
+    cjr = CollectionJobReq(query=query, agg_param=agg_param, extensions=[])
+    agg_job_id = _unhex(inputs["aggregation_job_id"], "aggregation_job_id")
+    run = run_example(
+        task,
+        vdaf_verify_key=verify_key,
+        verification_key_id=inputs["verification_key_id"],
+        leader_keypair=keys["leader"],
+        helper_keypair=keys["helper"],
+        collector_hpke_config=keys["collector"].config,
+        uploads=[UploadRequest([report]).encode() for report in reports],
+        report_count=len(reports),
+        collection_req=cjr.encode(),
+        # The Leader draws a leader-selected batch's ID, then its own aggregation job ID
+        # (DAP-18 does not send it: we use the Helper's), then the collection job ID; the
+        # Helper draws the aggregation job ID and then the aggregate share ID.
+        leader_ids=[*([bytes(batch_id)] if batch_id is not None else []), agg_job_id,
+                    _unhex(inputs["collection_job_id"], "collection_job_id")],
+        helper_ids=[agg_job_id, _unhex(inputs["aggregate_share_id"], "aggregate_share_id")],
+        collection_job_id=None,
+        leader_agg_share_ephemeral_ikm=_unhex(inputs["leader_agg_share_ephemeral_ikm"], "ikm"),
+        helper_agg_share_ephemeral_ikm=_unhex(inputs["helper_agg_share_ephemeral_ikm"], "ikm"),
+        # The Aggregators' clock: one time_precision after the last report's time.
+        now=(max(times) + 1) * task.time_precision,
+    )
+
     # -- aggregation (Section 4.5), Prio3 has one round ---------------------------------
+    # The VDAF's intermediate values, for the reader: the core computed the same inside.
     agg_shares = [vdaf.agg_init(None), vdaf.agg_init(None)]
     agg_reports = []
-    verify_inits = []
-    verify_resps = []
     for report in reports:
         nonce = bytes(report.report_metadata.report_id)
         public_share = vdaf.decode_public_share(report.public_share)
@@ -396,20 +435,11 @@ def build_example(
         out_shares = [vdaf.verify_next(ctx, states[j], vmessage) for j in (0, 1)]
         for j in (0, 1):
             agg_shares[j] = vdaf.agg_update(None, agg_shares[j], out_shares[j])
+        # The Leader initializes; the Helper reaches FinishedWithOutbound and answers
+        # "continue" with the finish message; the Leader then reaches Finished (Section
+        # 4.5.3).
         leader_outbound = PingPongMessage.initialize(vdaf.encode_verifier_share(vshares[0]))
         helper_outbound = PingPongMessage.finish(vdaf.encode_verifier_message(vmessage))
-        verify_inits.append(
-            VerifyInit(
-                report_share=ReportShare(
-                    report.report_metadata, report.public_share,
-                    report.helper_encrypted_input_share,
-                ),
-                payload=leader_outbound.encode(),
-            )
-        )
-        # The Helper reaches FinishedWithOutbound: it answers "continue" with the
-        # finish message; the Leader then reaches Finished (Section 4.5.3).
-        verify_resps.append(VerifyResp.continue_(nonce, helper_outbound.encode()))
         agg_reports.append(
             {
                 "report_id": _hex(nonce),
@@ -422,69 +452,27 @@ def build_example(
                 "helper_out_share": _hex(vdaf.encode_out_share(out_shares[1])),
             }
         )
-    extensions = []
-    batch_id = None
-    if task.batch_mode == BatchMode.LEADER_SELECTED:
-        batch_id = BatchID(_unhex(inputs["batch_id"], "batch_id"))
-        extensions.append(AggregationJobExtension.leader_selected_batch_id(batch_id))
-    init_req = AggregationJobInitReq(
-        verification_key_id=inputs["verification_key_id"],
-        agg_param=agg_param,
-        extensions=extensions,
-        verify_inits=verify_inits,
-    )
-    agg_job_id = AggregationJobID(_unhex(inputs["aggregation_job_id"], "aggregation_job_id"))
+    helper_job_id = AggregationJobID(run.aggregation_job_id)
     out["aggregation"] = {
         "creation_url": profile.resource_url(
             "aggregation_jobs", HELPER_URL, task_id=task.task_id
         ),
         "url": profile.resource_url(
-            "aggregation_job", HELPER_URL, task_id=task.task_id, aggregation_job_id=agg_job_id
+            "aggregation_job", HELPER_URL, task_id=task.task_id,
+            aggregation_job_id=helper_job_id,
         ),
         "agg_param": _hex(agg_param),
         "reports": agg_reports,
-        "aggregation_job_init_req": _msg(init_req),
-        "aggregation_job_resp": _msg(AggregationJobResp(verify_resps)),
+        "aggregation_job_init_req": message(AggregationJobInitReq,
+                                            run.aggregation_job_init_req),
+        "aggregation_job_resp": message(AggregationJobResp, run.aggregation_job_resp),
         "leader_agg_share": _hex(vdaf.encode_agg_share(agg_shares[0])),
         "helper_agg_share": _hex(vdaf.encode_agg_share(agg_shares[1])),
     }
 
     # -- collection (Section 4.6) -------------------------------------------------------
-    times = [int(r.report_metadata.time) for r in reports]
-    interval = Interval(min(times), max(times) - min(times) + 1)
-    if task.batch_mode == BatchMode.TIME_INTERVAL:
-        query = Query.time_interval(interval)
-        selector = BatchSelector.time_interval(interval)
-    else:
-        assert batch_id is not None
-        query = Query.leader_selected()
-        selector = BatchSelector.leader_selected(batch_id)
-    cjr = CollectionJobReq(query=query, agg_param=agg_param, extensions=[])
-    report_ids = [r.report_metadata.report_id for r in reports]
-    share_req = AggregateShareReq(
-        collection_job_req=cjr,
-        batch_selector=selector,
-        report_count=len(reports),
-        checksum=batch_checksum(report_ids),
-    )
-    encoded_agg = [vdaf.encode_agg_share(s) for s in agg_shares]
-    leader_ct = encrypt_aggregate_share(
-        task, keys["collector"].config, Role.LEADER, cjr, encoded_agg[0],
-        ephemeral_ikm=_unhex(inputs["leader_agg_share_ephemeral_ikm"], "ikm"),
-    )
-    helper_ct = encrypt_aggregate_share(
-        task, keys["collector"].config, Role.HELPER, cjr, encoded_agg[1],
-        ephemeral_ikm=_unhex(inputs["helper_agg_share_ephemeral_ikm"], "ikm"),
-    )
-    resp = CollectionJobResp(
-        report_count=len(reports),
-        interval=interval,
-        leader_encrypted_agg_share=leader_ct,
-        helper_encrypted_agg_share=helper_ct,
-    )
-    result = vdaf.unshard(None, agg_shares, len(reports))
-    collection_job_id = CollectionJobID(_unhex(inputs["collection_job_id"], "collection_job_id"))
-    agg_share_id = AggregateShareID(_unhex(inputs["aggregate_share_id"], "aggregate_share_id"))
+    collection_job_id = CollectionJobID(run.collection_job_id)
+    agg_share_id = AggregateShareID(run.aggregate_share_id)
     out["collection"] = {
         "creation_url": profile.resource_url(
             "collection_jobs", LEADER_URL, task_id=task.task_id
@@ -498,13 +486,13 @@ def build_example(
             aggregate_share_id=agg_share_id,
         ),
         "collection_job_req": _msg(cjr),
-        "aggregate_share_req": _msg(share_req),
+        "aggregate_share_req": message(AggregateShareReq, run.aggregate_share_req),
         "aggregate_share_aad": _msg(aggregate_share_aad(task, cjr)),
         "leader_hpke_info": _hex(profile.aggregate_share_info(Role.LEADER)),
         "helper_hpke_info": _hex(profile.aggregate_share_info(Role.HELPER)),
-        "aggregate_share": _msg(AggregateShare(helper_ct)),
-        "collection_job_resp": _msg(resp),
-        "aggregate_result": result,
+        "aggregate_share": message(AggregateShare, run.aggregate_share),
+        "collection_job_resp": message(CollectionJobResp, run.collection_job_resp),
+        "aggregate_result": vdaf.unshard(None, agg_shares, len(reports)),
     }
     return out
 

@@ -189,9 +189,10 @@ class Wire18(core.Wire):
 
     def encrypt_agg_share(self, task: Any, role: Role, coll: core.CollReq,
                           interval: Interval | None, batch_id: bytes | None,
-                          encoded: bytes) -> HpkeCiphertext:
+                          encoded: bytes, *, ephemeral_ikm: bytes | None = None
+                          ) -> HpkeCiphertext:
         return encrypt_aggregate_share(task.task, task.collector_hpke_config, role, coll.cjr,
-                                       encoded)
+                                       encoded, ephemeral_ikm=ephemeral_ikm)
 
     def encode_collection(self, task: Any, coll: core.CollReq, batch_id: bytes | None,
                           report_count: int, interval: Interval, leader: HpkeCiphertext,
