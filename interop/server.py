@@ -38,7 +38,7 @@ from dap.collector import CollectionError, Collector
 from dap.common import ReportError
 from dap.core.tasks import AggregatorTask
 from dap.hpke import HpkeError, HpkeKeypair, generate_keypair
-from dap.profiles import Profile
+from dap.profiles import Profile, get_profile
 from dap.profiles.interop_base import InteropFields, TaskFields
 from dap.server.app import build_app
 from dap.server.common import STATE_KEY, AppState
@@ -184,7 +184,7 @@ class Version:
             collector_hpke_config=collector_config.encode(), aggregator_auth_token=token,
             collector_auth_token=collector_token, options=json.dumps(options, sort_keys=True))
         try:
-            _ = AggregatorTask.from_record(record).dp_policy
+            _ = AggregatorTask.from_record(record, get_profile).dp_policy
         except (ValueError, KeyError, TypeError) as exc:
             raise FieldError(f"task refused: {exc}") from None
         with st.datastore.transaction() as tx:

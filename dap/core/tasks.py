@@ -5,9 +5,10 @@ from __future__ import annotations
 import dataclasses
 import json
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dap.codec import DecodeError
 from dap.common import BatchMode, HpkeConfig, HpkeConfigList, Role
@@ -16,8 +17,14 @@ from dap.core.rand import Rng
 from dap.core.store import HpkeKeyRecord, HpkeKeyState, TaskRecord, Transaction
 from dap.core.wire import Wire
 from dap.hpke import HpkeKeypair, generate_keypair
-from dap.profiles import Profile, get_profile
 from dap.task import DapTask, TaskError
+
+if TYPE_CHECKING:
+    from dap.profiles.base import Profile
+
+#: How the core finds a stored task's profile by name (``dap.profiles.get_profile``): the
+#: core takes it as a parameter, so that it imports no profile (nor the registry).
+ProfileLookup = Callable[[str], "Profile"]
 
 
 @dataclass(frozen=True)
@@ -90,9 +97,9 @@ class AggregatorTask:
         tx.put_task(dataclasses.replace(stored, options=opts.to_json()))
 
     @classmethod
-    def from_record(cls, record: TaskRecord) -> AggregatorTask:
+    def from_record(cls, record: TaskRecord, profiles: ProfileLookup) -> AggregatorTask:
         try:
-            profile = get_profile(record.profile)
+            profile = profiles(record.profile)
             task = profile.task_from_config_bytes(record.task_id, record.config)
             collector = HpkeConfig.decode(record.collector_hpke_config)
         except (DecodeError, TaskError, ValueError) as exc:
@@ -171,8 +178,9 @@ class AggregatorTask:
 class TaskCache:
     """Decoded tasks by ID, loaded from the datastore on first use."""
 
-    def __init__(self) -> None:
+    def __init__(self, profiles: ProfileLookup) -> None:
         self._tasks: dict[bytes, AggregatorTask] = {}
+        self._profiles = profiles
 
     def get(self, tx: Transaction, task_id: bytes, role: Role) -> AggregatorTask:
         key = bytes(task_id)
@@ -181,7 +189,7 @@ class TaskCache:
             record = tx.get_task(key)
             if record is None:
                 raise DapProblem("unrecognizedTask", "unknown task", 404, task_id=key)
-            task = AggregatorTask.from_record(record)
+            task = AggregatorTask.from_record(record, self._profiles)
             try:
                 _ = task.dp_policy  # an Aggregator refuses a task it cannot apply
             except ValueError as exc:

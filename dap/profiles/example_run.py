@@ -37,8 +37,20 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from dap.common import HpkeConfig, Role
+from dap.core import helper, leader
+from dap.core.errors import DapProblem, NotReady
+from dap.core.store import (
+    AggregationJobState,
+    CollectionJobState,
+    HpkeKeyRecord,
+    HpkeKeyState,
+    ReportState,
+    TaskRecord,
+)
+from dap.core.tasks import AggregatorTask, Keyring, TaskOptions
 from dap.hpke import HpkeKeypair
-from dap.vectors import VectorError
+from dap.storage.sqlite import SqliteDatastore
+from dap.vector_format import VectorError
 
 T = TypeVar("T")
 
@@ -116,20 +128,6 @@ def run_example(
     ``helper_ids`` are what each Aggregator draws from its ``rng``, in order;
     ``collection_job_id`` is the ID the Collector chose where it chooses it (DAP-09, a
     PUT), else None. ``now`` is the clock in seconds when the first report arrives."""
-    # The core imports the profile registry, which imports this package: import lazily.
-    from dap.core import helper, leader
-    from dap.core.errors import DapProblem, NotReady
-    from dap.core.store import (
-        AggregationJobState,
-        CollectionJobState,
-        HpkeKeyRecord,
-        HpkeKeyState,
-        ReportState,
-        TaskRecord,
-    )
-    from dap.core.tasks import AggregatorTask, Keyring, TaskOptions
-    from dap.storage.sqlite import SqliteDatastore
-
     profile = task.profile
     clock_skew = 0
     aggregators: dict[Role, tuple[SqliteDatastore, AggregatorTask]] = {}

@@ -27,6 +27,7 @@ from aiohttp import web
 from dap.core.errors import DapProblem
 from dap.core.tasks import HPKE_STATES, AggregatorTask, add_hpke_key
 from dap.hpke import Aead, Kdf, Kem
+from dap.profiles import get_profile
 from dap.server.common import b64url, state
 from dap.storage import HpkeKeyState, TaskRecord
 
@@ -79,7 +80,7 @@ def task_record_from_json(data: dict[str, Any]) -> TaskRecord:
                         json.dumps(data.get("options") or {}, sort_keys=True))
     try:
         # An aggregator refuses a task it cannot run, its DP policy included.
-        _ = AggregatorTask.from_record(record).dp_policy
+        _ = AggregatorTask.from_record(record, get_profile).dp_policy
     except (ValueError, KeyError, TypeError) as exc:
         raise DapProblem("badRequest", f"task refused: {exc}", 400, dap_type=False) from None
     if role == "leader" and not record.collector_auth_token:

@@ -17,7 +17,7 @@ from dap.core.errors import DapProblem
 from dap.core.rand import OS_RNG, Rng
 from dap.core.tasks import AggregatorTask, Keyring, TaskCache
 from dap.problems import PROBLEM_MEDIA_TYPE
-from dap.profiles import DEFAULT_PROFILE, Profile
+from dap.profiles import DEFAULT_PROFILE, Profile, get_profile
 from dap.server.config import AggregatorConfig
 from dap.storage import Datastore
 
@@ -37,7 +37,7 @@ class AppState:
                  clock: Callable[[], float] = time.time, rng: Rng = OS_RNG) -> None:
         self.config = config
         self.datastore = datastore
-        self.tasks = TaskCache()
+        self.tasks = TaskCache(get_profile)
         self.clock = clock
         self.rng = rng
         self._keyring: Keyring | None = None

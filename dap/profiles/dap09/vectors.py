@@ -73,7 +73,7 @@ from dap.profiles.dap09.messages import (
 )
 from dap.profiles.dap09.task import Task09
 from dap.profiles.example_run import message, run_example
-from dap.vectors import (
+from dap.vector_format import (
     FORMAT_VERSION,
     CheckReport,
     ExampleMessages,

@@ -101,7 +101,7 @@ from dap.profiles.dap18.task import (
     vdaf_configuration,
 )
 from dap.profiles.example_run import message, run_example
-from dap.vectors import (
+from dap.vector_format import (
     FORMAT_VERSION,
     CheckReport,
     ExampleMessages,
