@@ -51,12 +51,17 @@ def import_graph() -> dict[str, set[str]]:
                 continue
             targets: list[str] = []
             if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-                targets = [f"{node.module}.{a.name}" for a in node.names] + [node.module]
+                # `from pkg import sub` imports the module pkg.sub; `from mod import name`
+                # imports mod.
+                targets = [f"{node.module}.{a.name}" if f"{node.module}.{a.name}" in modules
+                           else node.module for a in node.names]
             elif isinstance(node, ast.Import):
                 targets = [a.name for a in node.names]
             for target in targets:
                 found = resolve(target)
-                if found is not None and found != module:
+                # A module's own packages are initialized before it: not a cycle.
+                if found is not None and found != module \
+                        and not module.startswith(found + "."):
                     graph[module].add(found)
     return graph
 
