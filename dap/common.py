@@ -412,3 +412,32 @@ class AggregateShare(Struct):
     in DAP-09 (Section 4.6.2) and DAP-18 (Section 4.6.4)."""
 
     encrypted_aggregate_share: HpkeCiphertext = wire(StructCodec(HpkeCiphertext))
+
+
+class PerReportAnswer:
+    """The constructors of a per-report answer: a report ID and a ``select`` on its state
+    (continue with a payload, finished, or rejected with an error). DAP-18's
+    ``VerifyResp`` (Section 4.5.3.2) and DAP-09's ``PrepareResp`` (Section 4.5.1.2) are
+    such answers, with their own names for the state and the error field."""
+
+    # The struct's (continue, finished, reject) state members and its error field.
+    answer_states: ClassVar[tuple[Any, Any, Any]]
+    error_field: ClassVar[str]
+
+    @classmethod
+    def _answer(cls, report_id: bytes, state: int, **fields: Any) -> Self:
+        make: Any = cls
+        answer: Self = make(ReportID(report_id), cls.answer_states[state], **fields)
+        return answer
+
+    @classmethod
+    def continue_(cls, report_id: bytes, payload: bytes) -> Self:
+        return cls._answer(report_id, 0, payload=payload)
+
+    @classmethod
+    def finish(cls, report_id: bytes) -> Self:
+        return cls._answer(report_id, 1)
+
+    @classmethod
+    def reject(cls, report_id: bytes, error: Any) -> Self:
+        return cls._answer(report_id, 2, **{cls.error_field: error})

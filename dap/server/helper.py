@@ -187,7 +187,9 @@ async def worker(app: web.Application, st: AppState) -> None:
             busy = False
         if not busy:
             try:
-                await asyncio.wait_for(wake.wait(), st.config.worker_interval * 4)
+                # asyncio.timeout, not wait_for (see LeaderWorker.run).
+                async with asyncio.timeout(st.config.worker_interval * 4):
+                    await wake.wait()
             except TimeoutError:
                 pass
             wake.clear()

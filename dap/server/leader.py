@@ -168,8 +168,12 @@ class LeaderWorker:
                         except Exception:  # noqa: BLE001 - keep working; log and retry
                             log.exception("leader background step %s failed", step.__name__)
                     if not busy:
+                        # asyncio.timeout, not wait_for: on Python 3.11 wait_for can
+                        # swallow a cancellation that arrives as the wake-up does, and the
+                        # worker would then never stop (seen as a hung shutdown).
                         try:
-                            await asyncio.wait_for(wake.wait(), self.st.config.worker_interval)
+                            async with asyncio.timeout(self.st.config.worker_interval):
+                                await wake.wait()
                         except TimeoutError:
                             pass
                         wake.clear()

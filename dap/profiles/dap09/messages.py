@@ -63,6 +63,7 @@ from dap.common import (
     Empty,
     HpkeCiphertext,
     HpkeConfig,
+    PerReportAnswer,
     PingPongMessage,
     PingPongMessageType,
     ReportID,
@@ -72,6 +73,7 @@ from dap.common import (
     _Uint64,
     batch_checksum,
 )
+from dap.profiles.dap18 import messages as m18
 
 __all__ = [
     "ALL_SCALARS",
@@ -291,13 +293,12 @@ class ReportMetadata(Struct):
 
 
 @dataclass(frozen=True)
-class Report(Struct):
-    """``Report`` (Section 4.4.2): the body of an upload (``application/dap-report``)."""
+class Report(m18.Report):
+    """``Report`` (Section 4.4.2): the body of an upload (``application/dap-report``).
+    DAP-18's ``Report`` has the same fields; only ``ReportMetadata`` differs (DAP-09's has
+    no public extensions), so this states that difference alone."""
 
-    report_metadata: ReportMetadata = wire(StructCodec(ReportMetadata))
-    public_share: bytes = wire(Opaque(4))
-    leader_encrypted_input_share: HpkeCiphertext = wire(StructCodec(HpkeCiphertext))
-    helper_encrypted_input_share: HpkeCiphertext = wire(StructCodec(HpkeCiphertext))
+    report_metadata: ReportMetadata = wire(StructCodec(ReportMetadata))  # type: ignore[assignment]
 
 
 @dataclass(frozen=True)
@@ -417,12 +418,10 @@ class BatchSelector(Struct):
 
 
 @dataclass(frozen=True)
-class ReportShare(Struct):
-    """``ReportShare`` (Section 4.5.1.1)."""
+class ReportShare(m18.ReportShare):
+    """``ReportShare`` (Section 4.5.1.1): DAP-18's fields with DAP-09's ``ReportMetadata``."""
 
-    report_metadata: ReportMetadata = wire(StructCodec(ReportMetadata))
-    public_share: bytes = wire(Opaque(4))
-    encrypted_input_share: HpkeCiphertext = wire(StructCodec(HpkeCiphertext))
+    report_metadata: ReportMetadata = wire(StructCodec(ReportMetadata))  # type: ignore[assignment]
 
 
 @dataclass(frozen=True)
@@ -447,7 +446,7 @@ class AggregationJobInitReq(Struct):
 
 
 @dataclass(frozen=True)
-class PrepareResp(Struct):
+class PrepareResp(PerReportAnswer, Struct):
     """``PrepareResp`` (Section 4.5.1.2), a ``select`` on ``prepare_resp_state``:
     ``payload`` for continue, nothing for finished, ``prepare_error`` for reject. Use
     :meth:`continue_`, :meth:`finished` and :meth:`reject`."""
@@ -461,17 +460,14 @@ class PrepareResp(Struct):
         EnumCodec(PrepareError, 1), when=("prepare_resp_state", PrepareRespState.REJECT)
     )
 
-    @classmethod
-    def continue_(cls, report_id: bytes, payload: bytes) -> PrepareResp:
-        return cls(ReportID(report_id), PrepareRespState.CONTINUE, payload=payload)
+    answer_states = (PrepareRespState.CONTINUE, PrepareRespState.FINISHED,
+                     PrepareRespState.REJECT)
+    error_field = "prepare_error"
 
     @classmethod
     def finished(cls, report_id: bytes) -> PrepareResp:
-        return cls(ReportID(report_id), PrepareRespState.FINISHED)
-
-    @classmethod
-    def reject(cls, report_id: bytes, prepare_error: PrepareError) -> PrepareResp:
-        return cls(ReportID(report_id), PrepareRespState.REJECT, prepare_error=prepare_error)
+        """DAP-09's name of the finished answer."""
+        return cls.finish(report_id)
 
 
 @dataclass(frozen=True)

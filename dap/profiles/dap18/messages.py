@@ -71,6 +71,7 @@ from dap.common import (
     HpkeConfig,
     HpkeConfigList,
     Interval,
+    PerReportAnswer,
     PingPongMessage,
     ReportID,
     TaskID,
@@ -342,7 +343,7 @@ class AggregationJobInitReq(Struct):
 
 
 @dataclass(frozen=True)
-class VerifyResp(Struct):
+class VerifyResp(PerReportAnswer, Struct):
     """``VerifyResp`` (Section 4.5.3.2), a ``select`` on ``verify_resp_type``:
 
     * ``continue``: ``payload`` (the next ping-pong message) is set;
@@ -361,17 +362,8 @@ class VerifyResp(Struct):
         REPORT_ERROR, when=("verify_resp_type", VerifyRespType.REJECT)
     )
 
-    @classmethod
-    def continue_(cls, report_id: bytes, payload: bytes) -> VerifyResp:
-        return cls(ReportID(report_id), VerifyRespType.CONTINUE, payload=payload)
-
-    @classmethod
-    def finish(cls, report_id: bytes) -> VerifyResp:
-        return cls(ReportID(report_id), VerifyRespType.FINISH)
-
-    @classmethod
-    def reject(cls, report_id: bytes, report_error: ReportError) -> VerifyResp:
-        return cls(ReportID(report_id), VerifyRespType.REJECT, report_error=report_error)
+    answer_states = (VerifyRespType.CONTINUE, VerifyRespType.FINISH, VerifyRespType.REJECT)
+    error_field = "report_error"
 
 
 @dataclass(frozen=True)
