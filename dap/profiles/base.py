@@ -268,7 +268,10 @@ class ClientFlow:
 
     def generate_report(self, task: Any, measurement: Any, *, time: int,
                         leader_hpke_config: Any, helper_hpke_config: Any,
-                        vdaf: Any = None) -> Any:
+                        vdaf: Any = None, report_id: bytes | None = None,
+                        rand: bytes | None = None) -> Any:
+        """A report of ``measurement``; ``report_id`` and the VDAF sharding randomness
+        ``rand`` are drawn from the OS CSPRNG unless passed in (seeded tests)."""
         raise NotImplementedError
 
     def report_id(self, report: Any) -> bytes:

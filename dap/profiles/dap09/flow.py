@@ -31,10 +31,12 @@ class Flow09(ClientFlow):
 
     def generate_report(self, task: Any, measurement: Any, *, time: int,
                         leader_hpke_config: Any, helper_hpke_config: Any,
-                        vdaf: Any = None) -> Any:
+                        vdaf: Any = None, report_id: bytes | None = None,
+                        rand: bytes | None = None) -> Any:
         return client09.generate_report(task, measurement, time=time,
                                         leader_hpke_config=leader_hpke_config,
-                                        helper_hpke_config=helper_hpke_config, vdaf=vdaf)
+                                        helper_hpke_config=helper_hpke_config, vdaf=vdaf,
+                                        report_id=report_id, rand=rand)
 
     def encode_upload(self, reports: Sequence[Any]) -> tuple[str, bytes]:
         (report,) = reports
