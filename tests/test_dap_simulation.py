@@ -21,12 +21,24 @@ background steps are thin layers over the core; driving them rather than the cor
 functions alone also covers the glue that makes work resumable (stored requests, leases,
 retries, polling), at the same speed.
 
-*Network.* A fake HTTP transport (`Network.send`) routes a request by host to the
-Aggregator's handler. Leader->Helper, Client->Leader and Collector->Leader exchanges can
-be: delivered; lost before delivery; delivered and processed but the answer lost;
-delivered twice (the sender sees the second answer); timed out; or delivered and also
-kept as a stale duplicate, delivered again much later by the `stale_delivery`
-operation. Senders retry byte-identical requests, as the draft requires.
+*Profiles.* Every shipped DAP profile runs the same simulation (`test_simulation` is
+parametrized by profile and seed). Nothing here names a draft: routes come from the
+profile's `requests` and `resources` (DAP-09 PUTs and POSTs where DAP-18 POSTs and
+GETs), messages are written and read by `profile.flow` (Clients, Collector) and
+`profile.wire` (the core's neutral view: report counts, intervals in time_precision
+units, core `ReportError`s), and what differs is asked of the profile:
+`flow.one_report_per_request` (DAP-09 uploads each report in its own PUT and refuses one
+with a problem document, read through `flow.upload_problems`),
+`flow.collector_chooses_job_id` (DAP-09 Collectors name their collection jobs), report
+times from `flow.report_time` and result intervals in `flow.interval_unit`.
+
+*Network.* A fake HTTP transport (`Network.send`) routes a request by host, method and
+path (the profile's routes) to the Aggregator's handler. Leader->Helper, Client->Leader
+and Collector->Leader exchanges can be: delivered; lost before delivery; delivered and
+processed but the answer lost; delivered twice (the sender sees the second answer);
+timed out; or delivered and also kept as a stale duplicate, delivered again much later
+by the `stale_delivery` operation. Senders retry byte-identical requests, as the draft
+requires.
 
 *Crashes.* A crash of an Aggregator is armed at a random future datastore operation
 (any call on a transaction, or the moment just before a transaction begins or just
@@ -42,7 +54,8 @@ in the datastore until they expire.
 leases, Retry-After, backoff, straggler and give-up delays are measured on it.
 
 *Tasks.* Two tasks run side by side in the same datastores: time-interval with
-Prio3Histogram(length 4) and leader-selected with Prio3Count (target batch size 10). The
+Prio3Histogram(length 4) and leader-selected (DAP-09: fixed_size, max_batch_size 10)
+with Prio3Count (target batch size 10), the VDAFs of the profile's VDAF draft. The
 Helper runs some seeds synchronously and some asynchronously (jobs answered by its
 background worker, polled by the Leader).
 
@@ -64,12 +77,12 @@ Invariants, after every operation, read from both SQLite files:
       aggregations that belong to it (so no report is counted twice in the buckets);
   I3  once a batch is collected by either Aggregator its buckets never change, and
       the Leader and the Helper hold the same reports in it;
-  I4  every released aggregate (Leader's CollectionJobResp, Helper's aggregate share)
+  I4  every released aggregate (Leader's collection, Helper's aggregate share)
       covers at least min_batch_size reports;
   I5  every released collection decrypts (collector key, both shares) to exactly the
       sum of the measurements of the reports the Leader and the Helper both counted,
-      with that report count; no report is in two released batches; no report with a
-      corrupted share is ever counted;
+      with that report count, and its interval holds every one of them; no report is in
+      two released batches; no report with a corrupted share is ever counted;
   I6  no collection fails with batchMismatch (the Aggregators are honest);
   I7  the Leader freezes (marks collected) only batches that a collection job is
       releasing, and the Helper only batches the Leader froze.
