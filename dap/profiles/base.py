@@ -293,10 +293,14 @@ class ClientFlow:
 
     def generate_report(self, task: Any, measurement: Any, *, time: int,
                         leader_hpke_config: Any, helper_hpke_config: Any,
-                        vdaf: Any = None) -> Any:
+                        vdaf: Any = None, report_id: bytes | None = None,
+                        rand: bytes | None = None) -> Any:
+        """A report of ``measurement``; ``report_id`` and the VDAF sharding randomness
+        ``rand`` are drawn from the OS CSPRNG unless passed in (seeded tests)."""
         return self.client.generate_report(task, measurement, time=time,
                                            leader_hpke_config=leader_hpke_config,
-                                           helper_hpke_config=helper_hpke_config, vdaf=vdaf)
+                                           helper_hpke_config=helper_hpke_config, vdaf=vdaf,
+                                           report_id=report_id, rand=rand)
 
     def report_id(self, report: Any) -> bytes:
         return bytes(report.report_metadata.report_id)
