@@ -37,7 +37,6 @@ from dap.profiles.dap18.messages import (
     ALL_SCALARS,
     AggregateShareID,
     AggregateShareReq,
-    AggregationJobContinueReq,
     AggregationJobExtension,
     AggregationJobID,
     AggregationJobInitReq,
@@ -83,44 +82,38 @@ from dap.profiles.dap18.task import (
     vdaf_configuration,
 )
 from dap.profiles.example_run import ExampleRun
-from dap.profiles.vector_cases import (
-    HELPER_URL,
-    LEADER_URL,
-    Cases,
-    Derive,
-    DraftVectors,
-    InvalidCases,
-    common_invalid_cases,
-    common_message_cases,
-    prio3_count_example,
-    prio3_histogram_example,
-    sample_ciphertext,
-    sample_ids,
-    task_arguments,
-)
+from dap.profiles.vector_cases import HELPER_URL, LEADER_URL, DraftVectors, ExampleSpec
 from dap.vector_format import ExampleMessages, _hex, _msg, _unhex
 
 SEED = b"ppm-reference dap-18 test vectors"
-derive = Derive(SEED)
 
 # ---------------------------------------------------------------------------------------
 # Examples: one task, end to end
 # ---------------------------------------------------------------------------------------
 
 EXAMPLES = [
-    prio3_count_example(
+    ExampleSpec.prio3_count(
         BatchMode.TIME_INTERVAL, [472222, 472222, 472223],  # in time_precision units
         "Prio3Count, time-interval batch mode, task_interval extension; all HPKE "
         "configs use the mandatory suite X25519/HKDF-SHA256/AES-128-GCM.",
         task_interval=(472000, 1000),
     ),
-    prio3_histogram_example(
+    ExampleSpec.prio3_histogram(
         BatchMode.LEADER_SELECTED, [472222, 472223, 472223, 472225],
         "Prio3Histogram (length 4, chunk_length 2), leader-selected batch mode; the "
         "Helper uses P-256/HKDF-SHA256/AES-128-GCM and the Collector "
         "X25519/HKDF-SHA256/ChaCha20Poly1305.",
     ),
 ]
+
+
+def _job_urls(profile: Profile, base_url: str, task: Any, job: str,
+              **job_id: bytes) -> dict[str, str]:
+    """Where a job of kind ``job`` is created (``<job>s``) and where it is."""
+    return {
+        "creation_url": profile.resource_url(f"{job}s", base_url, task_id=task.task_id),
+        "url": profile.resource_url(job, base_url, task_id=task.task_id, **job_id),
+    }
 
 
 class Vectors18(DraftVectors):
@@ -138,10 +131,10 @@ class Vectors18(DraftVectors):
     id_types = (ReportID, TaskID, BatchID, AggregationJobID, CollectionJobID,
                 AggregateShareID)
 
-    def message_cases(self, m: Any) -> Cases:
+    def message_cases(self, m: Any) -> dict[str, list[tuple[str, Any]]]:
         return message_cases(m)
 
-    def invalid_cases(self, m: Any) -> InvalidCases:
+    def invalid_cases(self, m: Any) -> dict[str, list[tuple[str, bytes]]]:
         return invalid_cases(m)
 
     def types(self, m: Any) -> dict[str, type]:
@@ -150,7 +143,7 @@ class Vectors18(DraftVectors):
     def task(self, vdaf: Any, task_inputs: dict[str, Any], profile: Profile) -> Any:
         ti = task_inputs["task_interval"]
         return Task.for_vdaf(
-            vdaf, **task_arguments(task_inputs),
+            vdaf, **self.task_arguments(task_inputs),
             task_info=_unhex(task_inputs["task_info"], "task_info"),
             batch_mode=BatchMode(task_inputs["batch_mode"]),
             task_interval=Interval(ti["start"], ti["duration"]) if ti else None,
@@ -218,26 +211,14 @@ class Vectors18(DraftVectors):
 
     def aggregation_urls(self, task: Any, run: ExampleRun, profile: Profile) -> dict[str, Any]:
         # -- aggregation (Section 4.5)
-        return {
-            "creation_url": profile.resource_url(
-                "aggregation_jobs", HELPER_URL, task_id=task.task_id
-            ),
-            "url": profile.resource_url(
-                "aggregation_job", HELPER_URL, task_id=task.task_id,
-                aggregation_job_id=AggregationJobID(run.aggregation_job_id),
-            ),
-        }
+        return _job_urls(profile, HELPER_URL, task, "aggregation_job",
+                         aggregation_job_id=AggregationJobID(run.aggregation_job_id))
 
     def collection_urls(self, task: Any, run: ExampleRun, profile: Profile) -> dict[str, Any]:
         # -- collection (Section 4.6)
         return {
-            "creation_url": profile.resource_url(
-                "collection_jobs", LEADER_URL, task_id=task.task_id
-            ),
-            "url": profile.resource_url(
-                "collection_job", LEADER_URL, task_id=task.task_id,
-                collection_job_id=CollectionJobID(run.collection_job_id),
-            ),
+            **_job_urls(profile, LEADER_URL, task, "collection_job",
+                        collection_job_id=CollectionJobID(run.collection_job_id)),
             "aggregate_share_url": profile.resource_url(
                 "aggregate_share", HELPER_URL, task_id=task.task_id,
                 aggregate_share_id=AggregateShareID(run.aggregate_share_id),
@@ -255,11 +236,15 @@ class Vectors18(DraftVectors):
         ]
 
 
+VECTORS = Vectors18(SEED)
+derive = VECTORS.derive
+
+
 # ---------------------------------------------------------------------------------------
 # Message vectors
 # ---------------------------------------------------------------------------------------
 
-_R1, _R2, _TASK_ID, _BATCH_ID = sample_ids(derive, messages18)
+_R1, _R2, _TASK_ID, _BATCH_ID = VECTORS.sample_ids(messages18)
 
 
 def _changed(m: Any) -> tuple[Any, ...]:
@@ -270,7 +255,7 @@ def _changed(m: Any) -> tuple[Any, ...]:
 
 
 def _ct(i: int) -> HpkeCiphertext:
-    return sample_ciphertext(derive, messages18, i)  # type: ignore[no-any-return]
+    return VECTORS.ciphertext(messages18, i)  # type: ignore[no-any-return]
 
 
 def _task_config(m: Any) -> Any:
@@ -290,7 +275,7 @@ def _task_config(m: Any) -> Any:
     )
 
 
-def message_cases(m: Any) -> Cases:
+def message_cases(m: Any) -> dict[str, list[tuple[str, Any]]]:
     """Valid sample values of every message type, with a description each."""
     (TaskConfiguration, InputShareAad, AggregateShareAad, ReportUploadStatus, UploadErrors,
      VerifyResp, AggregationJobResp, ReportError) = _changed(m)
@@ -306,8 +291,7 @@ def message_cases(m: Any) -> Cases:
         ReportShare(md1, report.public_share, _ct(2)),
         PingPongMessage.initialize(derive("messages/verifier_share", 32)).encode(),
     )
-    cases: Cases = {
-        **common_message_cases(derive, m),
+    cases: dict[str, list[tuple[str, Any]]] = {
         "AggregateShareID": [("16-byte ID", AggregateShareID(derive("messages/as", 16)))],
         "Time": [("Time 123456789", Time(123456789)), ("max uint64", Time(2**64 - 1))],
         "Duration": [("Duration 11", Duration(11))],
@@ -358,17 +342,8 @@ def message_cases(m: Any) -> Cases:
             ("finish", VerifyResp.finish(_R1)),
             ("reject", VerifyResp.reject(_R2, ReportError.HPKE_DECRYPT_ERROR)),
         ],
-        "AggregationJobResp": [
-            ("three responses", AggregationJobResp([
-                VerifyResp.continue_(_R1, b"\x02\x00\x00\x00\x00"),
-                VerifyResp.finish(_R2),
-                VerifyResp.reject(_R2, ReportError.VDAF_VERIFY_ERROR),
-            ])),
-        ],
-        "VerifyContinue": [("continue", VerifyContinue(_R1, b"\x01\x02"))],
-        "AggregationJobContinueReq": [
-            ("step 1", AggregationJobContinueReq(1, [VerifyContinue(_R1, b"\x01\x02")])),
-        ],
+        **VECTORS.aggregation_step_cases(m, VerifyResp, VerifyResp.finish,
+                                         ReportError.VDAF_VERIFY_ERROR, VerifyContinue),
         "TimeIntervalQueryConfig": [("interval", TimeIntervalQueryConfig(Interval(1, 2)))],
         "TimeIntervalBatchSelectorConfig": [
             ("interval", TimeIntervalBatchSelectorConfig(Interval(1, 2)))
@@ -418,7 +393,7 @@ def _decodes(cls: Any, data: bytes) -> bool:
     return True
 
 
-def invalid_cases(m: Any) -> InvalidCases:
+def invalid_cases(m: Any) -> dict[str, list[tuple[str, bytes]]]:
     """Encodings that a strict decoder must reject, beyond the generic ones."""
     (TaskConfiguration, InputShareAad, AggregateShareAad, ReportUploadStatus, UploadErrors,
      VerifyResp, AggregationJobResp, ReportError) = _changed(m)
@@ -429,7 +404,6 @@ def invalid_cases(m: Any) -> InvalidCases:
         return extension_type.to_bytes(2, "big") + b"\x00\x00"
 
     return {
-        **common_invalid_cases(),
         "ReportMetadata": [
             ("public extensions out of order", md + b"\x00\x08" + ext(2) + ext(1)),
             ("duplicate public extension", md + b"\x00\x08" + ext(2) + ext(2)),
@@ -471,11 +445,3 @@ def invalid_cases(m: Any) -> InvalidCases:
         "ReportUploadStatus": [("reserved ReportError 0", bytes(_R1) + b"\x00")],
     }
 
-
-VECTORS = Vectors18(derive)
-example_inputs = VECTORS.example_inputs
-build_example = VECTORS.build_example
-build_message_file = VECTORS.build_message_file
-generate = VECTORS.generate
-check_message_file = VECTORS.check_message_file
-check_example_file = VECTORS.check_example_file
