@@ -1,7 +1,8 @@
 """Test vectors of the DAP profiles: generate a profile's files and check a directory.
 
-Each profile's package supplies its cases (``profile.vectors``: ``generate``,
-``check_message_file``, ``check_example_file``); a file is checked by the profile its
+Each profile's package supplies its vectors (``profile.vectors``, a
+:class:`dap.profiles.vector_cases.DraftVectors`: ``generate``, ``check_message_file``,
+``check_example_file``); a file is checked by the profile its
 ``draft`` field names. The shared file format is :mod:`dap.vector_format`.
 """
 

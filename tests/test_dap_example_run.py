@@ -75,11 +75,11 @@ def test_without_the_seam_aggregate_shares_are_sealed_with_fresh_keys() -> None:
     """The servers never pass ephemeral_ikm: two encryptions of the same share differ."""
     from dap.common import Role
     from dap.core.wire import CollReq
-    from dap.profiles.dap18 import vectors as v18
+    from dap.profiles.vector_cases import hpke_keypair
 
     doc = json.loads((ROOT / "dap-18" / "examples" / "Prio3Count.json").read_text())
     inputs = doc["inputs"]
-    collector = v18._keypair(inputs["hpke"]["collector"])
+    collector = hpke_keypair(inputs["hpke"]["collector"])
     task = DAP_18.task_from_config_bytes(
         bytes.fromhex(inputs["task"]["task_id"]),
         bytes.fromhex(doc["task"]["task_configuration"]["encoding"]))

@@ -81,7 +81,8 @@ class Profile:
     messages: Any = None
     # The interop test API's reading of a request's fields and its runner's cases (a
     # ``dap.profiles.interop_base.InteropFields``, from ``dap.profiles.*.interop``), and
-    # the draft's test-vector cases (``dap.profiles.*.vectors``); None where absent.
+    # the draft's test vectors (a ``dap.profiles.vector_cases.DraftVectors``, the
+    # ``VECTORS`` of ``dap.profiles.*.vectors``); None where absent.
     interop: Any = None
     vectors: Any = None
     # Where ``ppm dap vectors generate`` writes this profile's vectors, under

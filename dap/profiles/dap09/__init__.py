@@ -22,4 +22,4 @@ _WIRE = Wire09()
 
 DAP_09 = Profile.load(
     Path(__file__).with_name("profile.toml"), messages=m09, task_cls=Task09, wire=_WIRE,
-    flow=Flow09(), interop=INTEROP_09, vectors=vectors)
+    flow=Flow09(), interop=INTEROP_09, vectors=vectors.VECTORS)

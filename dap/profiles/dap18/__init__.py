@@ -21,4 +21,4 @@ _WIRE = Wire18()
 
 DAP_18 = Profile.load(
     Path(__file__).with_name("profile.toml"), messages=m18, task_cls=Task, wire=_WIRE,
-    flow=Flow18(_WIRE), interop=INTEROP_18, vectors=vectors)
+    flow=Flow18(_WIRE), interop=INTEROP_18, vectors=vectors.VECTORS)
