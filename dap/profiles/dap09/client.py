@@ -290,8 +290,7 @@ def decrypt_aggregate_shares(
     the AAD is the query's batch interval (time_interval) or the batch ID the Leader
     sent in ``Collection.part_batch_selector`` (fixed_size)."""
     try:
-        selector = BatchSelector.for_collection(collection_req.query,
-                                                collection.part_batch_selector)
+        selector = collection.batch_selector(collection_req.query)
     except ValueError as exc:
         raise Client09Error(str(exc)) from None
     return sharding.open_aggregate_shares(
@@ -307,8 +306,7 @@ def collect_result(task: Task09, collector_keypair: HpkeKeypair, collection_req:
     vdaf = _task_vdaf(task, vdaf)
     leader, helper = decrypt_aggregate_shares(task, collector_keypair, collection_req,
                                               collection)
-    selector = BatchSelector.for_collection(collection_req.query,
-                                            collection.part_batch_selector)
+    selector = collection.batch_selector(collection_req.query)
     result = sharding.unshard(vdaf, collection_req.agg_param, (leader, helper),
                               collection.report_count, Client09Error)
     return CollectionResult09(collection.report_count, collection.interval, selector, result)

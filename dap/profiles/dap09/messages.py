@@ -374,6 +374,8 @@ class PartialBatchSelector(Struct):
 
     @classmethod
     def fixed_size(cls, batch_id: bytes) -> PartialBatchSelector:
+        """The selector of a fixed_size job or collection: the batch the Leader chose
+        (the Helper learns the batch ID from it; DAP-18 moved it to an extension)."""
         return cls(QueryType.FIXED_SIZE, BatchID(batch_id))
 
 
@@ -527,10 +529,18 @@ class Collection(Struct):
     leader_encrypted_agg_share: HpkeCiphertext = wire(StructCodec(HpkeCiphertext))
     helper_encrypted_agg_share: HpkeCiphertext = wire(StructCodec(HpkeCiphertext))
 
+    def batch_selector(self, query: Query) -> BatchSelector:
+        """The ``BatchSelector`` of this collection for the ``query`` that asked for it,
+        as the aggregate shares' AAD binds it (Section 4.6.4). Raises ValueError if the
+        query is of another query type."""
+        return BatchSelector.for_collection(query, self.part_batch_selector)
+
 
 @dataclass(frozen=True)
 class AggregateShareReq(Struct):
-    """``AggregateShareReq`` (Section 4.6.2). ``checksum`` is :func:`batch_checksum`."""
+    """``AggregateShareReq`` (Section 4.6.2). ``checksum`` is :func:`batch_checksum`.
+    Unlike DAP-18's, it carries the batch selector and aggregation parameter itself, not
+    the Collector's request (DAP-09 binds no collection request into the AAD)."""
 
     batch_selector: BatchSelector = wire(StructCodec(BatchSelector))
     agg_param: bytes = wire(Opaque(4))
@@ -549,32 +559,16 @@ class AggregateShareAad(Struct):
 
 # Every struct of this module, in the draft's order (shared ones included).
 ALL_STRUCTS: tuple[type[Struct], ...] = (
-    Empty,
-    Interval,
-    HpkeCiphertext,
-    HpkeConfig,
-    HpkeConfigList,
-    Extension,
-    ReportMetadata,
-    Report,
-    PlaintextInputShare,
-    InputShareAad,
-    FixedSizeQuery,
-    Query,
-    PartialBatchSelector,
-    BatchSelector,
-    ReportShare,
-    PrepareInit,
-    AggregationJobInitReq,
-    PrepareResp,
-    AggregationJobResp,
-    PrepareContinue,
-    AggregationJobContinueReq,
-    CollectionReq,
-    Collection,
-    AggregateShareReq,
-    AggregateShare,
-    AggregateShareAad,
+    # Basic types and upload (Sections 4.1, 4.4)
+    Empty, Interval, HpkeCiphertext, HpkeConfig, HpkeConfigList, Extension, ReportMetadata,
+    Report, PlaintextInputShare, InputShareAad,
+    # Queries and batch selectors (Sections 4.1, 4.5.1.1, 4.6.2)
+    FixedSizeQuery, Query, PartialBatchSelector, BatchSelector,
+    # Aggregation (Section 4.5)
+    ReportShare, PrepareInit, AggregationJobInitReq, PrepareResp, AggregationJobResp,
+    PrepareContinue, AggregationJobContinueReq,
+    # Collection (Section 4.6)
+    CollectionReq, Collection, AggregateShareReq, AggregateShare, AggregateShareAad,
 )
 
 # The HTTP message bodies (Section 8.1), by class name: what the profile's media types name.
