@@ -431,7 +431,7 @@ class SimTask:
 
     def __post_init__(self) -> None:
         # The task as the protocol core holds it: what the wire's decoders take.
-        self.core = AggregatorTask.from_record(self.pt.record("leader"))
+        self.core = AggregatorTask.from_record(self.pt.record("leader"), get_profile)
 
     @property
     def tid(self) -> bytes:
