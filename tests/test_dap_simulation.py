@@ -607,7 +607,7 @@ class Simulation:
         except (aiohttp.ClientError, TimeoutError):
             task.pending_uploads.append(message)  # the Client will retry it
             return
-        if resp.status == self.wire.statuses["upload"]:
+        if resp.status == self.profile.statuses["upload"]:
             errors = self.flow.decode_upload_errors(resp.body)
         else:  # a report refused with a problem document (DAP-09)
             assert self.flow.one_report_per_request, (resp.status, resp.body)
@@ -701,7 +701,7 @@ class Simulation:
             self.verify_collection(task, url, resp.body)
             if not task.ti and self.rng.random() < 0.5:
                 self.delete_collection(task, url)
-        elif resp.status == self.wire.statuses["collection_not_ready"] and not resp.body:
+        elif resp.status == self.profile.statuses["collection_not_ready"] and not resp.body:
             return
         elif resp.status == 404:
             task.collection_urls.pop(url)  # deleted (an earlier DELETE went through)
@@ -817,7 +817,7 @@ class Simulation:
             resp = self.run(self.network.deliver(method, url, body, headers))
         except aiohttp.ClientError:
             return
-        assert resp.status == self.wire.statuses["aggregation_job_init"], resp.body
+        assert resp.status == self.profile.statuses["aggregation_job_init"], resp.body
         if resp.body:  # an asynchronous Helper answers later; its RAs are checked anyway
             for vr in self.wire.decode_job_resp(resp.body):
                 assert vr.kind == VerifyRespType.REJECT
