@@ -36,7 +36,7 @@ from typing import Any, Protocol
 from dap import dp
 from dap.display import interval_json, json_number
 from dap.dp import DEFAULT_DELTA, DEFAULT_FP
-from dap.profiles import get_profile
+from dap.profiles import DEFAULT_PROFILE, get_profile
 from vdaf import registry
 
 DEFAULT_POLICY = {
@@ -50,7 +50,7 @@ SUM_MAX = 100
 SUMVEC_MAX = 3
 MULTIHOT_MAX_WEIGHT = 3
 TIME_PRECISION = 3600
-PROFILE = "dap-18"
+PROFILE = DEFAULT_PROFILE.name
 UPLOAD_CHUNK = 100
 
 TRUST_MODELS = {

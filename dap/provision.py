@@ -109,8 +109,11 @@ def new_task(vdaf: Any, leader_url: str, helper_url: str, *,
 
 
 def task_from_view(view: dict[str, Any]) -> Any:
-    """A task (`Task` or DAP-09 `Task09`) from `client_view()` / `collector_view()` JSON."""
-    profile = get_profile(view.get("profile", DEFAULT_PROFILE.name))
+    """A task of its profile from `client_view()` / `collector_view()` JSON (which names
+    the profile: a view without one is refused rather than read as some draft)."""
+    if "profile" not in view:
+        raise ValueError("the task file names no profile")
+    profile = get_profile(view["profile"])
     return profile.task_from_config_bytes(unb64(view["task_id"]), unb64(view["config"]))
 
 

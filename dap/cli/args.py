@@ -7,6 +7,7 @@ import argparse
 from typing import Any
 
 from dap.cli.errors import usage_errors
+from dap.profiles import DEFAULT_PROFILE
 from vdaf import registry
 
 # The VDAFs of `--vdaf` (VDAF-18's; a dap-09 task takes those of them VDAF-08 has).
@@ -67,7 +68,7 @@ def batch_mode_of(name: str) -> Any:
 
 def build_vdaf(name: str, *, length: int | None = None, max_measurement: int | None = None,
                max_weight: int | None = None, chunk_length: int | None = None,
-               profile: str = "dap-18", bits: int | None = None) -> Any:
+               profile: str = DEFAULT_PROFILE.name, bits: int | None = None) -> Any:
     """The VDAF `name` of the DAP profile's VDAF version (`Profile.build_vdaf`, i.e.
     `vdaf.registry`), from option values. Raises CliError (usage) naming the option when
     a parameter is missing, invalid or not one the VDAF takes."""

@@ -14,10 +14,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from dap.profiles import DEFAULT_PROFILE
+
 
 def register(subparsers: Any) -> None:
     """Add the ``dap`` sub-command to the ``ppm`` parser."""
-    dap = subparsers.add_parser("dap", help="DAP (draft-ietf-ppm-dap-18) tools")
+    dap = subparsers.add_parser("dap", help="DAP tools (every profile: dap-19, dap-18, dap-09)")
     dap_sub = dap.add_subparsers(dest="dap_command", metavar="COMMAND")
     dap.set_defaults(func=lambda _args: _help(dap))
 
@@ -27,7 +29,7 @@ def register(subparsers: Any) -> None:
 
     gen = vectors_sub.add_parser("generate", help="write the DAP test vectors of a profile")
     gen.add_argument("--out", required=True, type=Path, help="output directory")
-    gen.add_argument("--profile", default="dap-19",
+    gen.add_argument("--profile", default=DEFAULT_PROFILE.name,
                      help="DAP profile (dap-19, dap-18, dap-09)")
     gen.add_argument("--json", action="store_true", help="machine-readable output")
     gen.set_defaults(func=_generate)

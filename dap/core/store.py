@@ -102,7 +102,7 @@ class TaskRecord:
 
     task_id: bytes
     role: str                       # "leader" or "helper"
-    profile: str                    # "dap-18", "dap-09"
+    profile: str                    # the profile's name (dap.profiles)
     config: bytes                   # encoded TaskConfiguration (profile's encoding)
     vdaf_verify_key: bytes
     collector_hpke_config: bytes    # encoded HpkeConfig

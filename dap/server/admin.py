@@ -27,7 +27,7 @@ from aiohttp import web
 from dap.core.errors import DapProblem
 from dap.core.tasks import HPKE_STATES, AggregatorTask, add_hpke_key
 from dap.hpke import Aead, Kdf, Kem
-from dap.profiles import get_profile
+from dap.profiles import PROFILES, get_profile
 from dap.server.common import b64url, state
 from dap.storage import HpkeKeyState, TaskRecord
 
@@ -74,7 +74,11 @@ def task_record_from_json(data: dict[str, Any]) -> TaskRecord:
     token = data.get("aggregator_auth_token")
     if not isinstance(token, str) or not token:
         raise DapProblem("badRequest", "missing aggregator_auth_token", 400, dap_type=False)
-    record = TaskRecord(b("task_id"), role, data.get("profile", "dap-18"), b("config"),
+    profile = data.get("profile")
+    if not isinstance(profile, str) or profile not in PROFILES:
+        raise DapProblem("badRequest", f"profile must be one of {sorted(PROFILES)}", 400,
+                         dap_type=False)
+    record = TaskRecord(b("task_id"), role, profile, b("config"),
                         b("vdaf_verify_key"), b("collector_hpke_config"), token,
                         data.get("collector_auth_token"),
                         json.dumps(data.get("options") or {}, sort_keys=True))
