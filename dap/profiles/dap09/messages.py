@@ -45,6 +45,7 @@ from dataclasses import dataclass
 from enum import IntEnum
 from typing import Any, Self
 
+from dap import common
 from dap.codec import (
     U16,
     U64,
@@ -230,18 +231,12 @@ def _non_empty(items: Sequence[Any], name: str) -> None:
 
 
 @dataclass(frozen=True)
-class Interval(Struct):
-    """``Interval`` (Section 4): the seconds [start, start + duration)."""
+class Interval(common.Interval):
+    """``Interval`` (Section 4): the seconds [start, start + duration). The shared
+    interval with DAP-09's ``Time`` and ``Duration`` (seconds, not time_precision units)."""
 
     start: int = wire(TIME)  # a Time
     duration: int = wire(DURATION)  # a Duration
-
-    @property
-    def end(self) -> int:
-        return int(self.start) + int(self.duration)
-
-    def contains(self, time: int) -> bool:
-        return int(self.start) <= time < self.end
 
 
 @dataclass(frozen=True)
