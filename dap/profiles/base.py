@@ -237,10 +237,6 @@ class Profile:
         """The VDAF ``name`` with these parameters, in this profile's VDAF draft."""
         return registry.build(name, params, self.vdaf_version, self.shares)
 
-    def task_type(self) -> type[Any]:
-        """The class holding this profile's task parameters."""
-        return self.task_cls
-
     def task_from_config_bytes(self, task_id: bytes, data: bytes) -> Any:
         """A task of this profile from its stored parameters."""
         return self.task_cls.from_config_bytes(task_id, data, self)
