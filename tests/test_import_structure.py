@@ -12,7 +12,7 @@ import ast
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = ("vdaf", "dp_policy", "dap", "interop", "ppm")
+PACKAGES = ("vdaf", "dp_policy", "dap", "interop", "analytics", "ppm")
 
 
 def _modules() -> dict[str, Path]:
