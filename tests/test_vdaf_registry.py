@@ -27,6 +27,7 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
         "Prio3SumVec": {"length": 3, "max_measurement": 5},
         "Prio3Histogram": {"length": 4},
         "Prio3MultihotCountVec": {"length": 4, "max_weight": 2},
+        "Prio3L1BoundSum": {"length": 3, "max_value": 6},
     },
     "08": {
         "Prio3Count": {},
@@ -40,6 +41,7 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
 MEASUREMENTS: dict[str, Any] = {
     "Prio3Count": 1, "Prio3Sum": 7, "Prio3SumVec": [1, 0, 5], "Prio3Histogram": 2,
     "Prio3MultihotCountVec": [True, False, True, False], "Prio3MultiHotHistogram": [1, 0, 1, 0],
+    "Prio3L1BoundSum": [1, 0, 5],
 }
 
 CLASSES = {
@@ -48,6 +50,7 @@ CLASSES = {
     ("18", "Prio3SumVec"): prio3.Prio3SumVec,
     ("18", "Prio3Histogram"): prio3.Prio3Histogram,
     ("18", "Prio3MultihotCountVec"): prio3.Prio3MultihotCountVec,
+    ("18", "Prio3L1BoundSum"): prio3.Prio3L1BoundSum,
     ("08", "Prio3Count"): prio3.Prio3CountV08,
     ("08", "Prio3Sum"): prio3.Prio3SumV08,
     ("08", "Prio3SumVec"): prio3.Prio3SumVecV08,
@@ -131,6 +134,8 @@ def test_default_chunk_length_is_the_formula_tasks_always_had() -> None:
     assert chunk("Prio3SumVec", {"length": 10, "max_measurement": 255}, "08") == 8
     # MultihotCountVec: isqrt(length + bit length of max_weight).
     assert chunk("Prio3MultihotCountVec", {"length": 20, "max_weight": 5}) == math.isqrt(23)
+    # L1BoundSum: isqrt((length + 1) * bit length of max_value) (l1-bound-sum-02 3.1).
+    assert chunk("Prio3L1BoundSum", {"length": 10, "max_value": 240}) == math.isqrt(88) == 9
     # Histogram: isqrt(length), at least 1.
     assert chunk("Prio3Histogram", {"length": 1}) == 1
     assert chunk("Prio3Histogram", {"length": 100}) == 10
@@ -148,7 +153,7 @@ def test_codepoints() -> None:
     # draft-irtf-cfrg-vdaf-20 Section 10.
     assert {n: registry.codepoint(n, "18") for n in registry.names("18")} == {
         "Prio3Count": 1, "Prio3Sum": 2, "Prio3SumVec": 3, "Prio3Histogram": 4,
-        "Prio3MultihotCountVec": 5}
+        "Prio3MultihotCountVec": 5, "Prio3L1BoundSum": 7}
     assert registry.codepoint("Poplar1") == 6
     # draft-irtf-cfrg-vdaf-08 Section 10; the test-only variant has the private-use ID.
     assert {n: registry.codepoint(n, "08") for n in registry.names("08")} == {
@@ -174,8 +179,10 @@ def test_codepoints() -> None:
      "VDAF ID 0xffffffff is reserved for private use in draft-irtf-cfrg-vdaf-08 (VDAF-08); "
      "it names no VDAF"),
     (lambda: registry.from_codepoint(0xFFFF0000), "reserved for private use"),
-    (lambda: registry.from_codepoint(7),
-     "no VDAF has ID 0x00000007 in draft-irtf-cfrg-vdaf-18..20 (VDAF-18)"),
+    (lambda: registry.from_codepoint(8),
+     "no VDAF has ID 0x00000008 in draft-irtf-cfrg-vdaf-18..20 (VDAF-18)"),
+    (lambda: registry.from_codepoint(7, "08"),
+     "no VDAF has ID 0x00000007 in draft-irtf-cfrg-vdaf-08 (VDAF-08)"),
     (lambda: registry.from_codepoint(5, "08"), "no VDAF has ID 0x00000005 in "
      "draft-irtf-cfrg-vdaf-08 (VDAF-08)"),
     (lambda: registry.from_codepoint(2**32), "a VDAF ID is a 32-bit unsigned integer"),
@@ -201,7 +208,7 @@ def test_lookup_errors(call: Any, message: str) -> None:
 @pytest.mark.parametrize(("name", "params", "version", "message"), [
     # Names.
     ("Prio3Bogus", {}, "18", "unknown VDAF 'Prio3Bogus'; choose from Prio3Count, Prio3Sum, "
-     "Prio3SumVec, Prio3Histogram, Prio3MultihotCountVec"),
+     "Prio3SumVec, Prio3Histogram, Prio3MultihotCountVec, Prio3L1BoundSum"),
     ("prio3count", {}, "18", "unknown VDAF 'prio3count'"),
     ("Prio3MultihotCountVec", {"length": 4, "max_weight": 2}, "08",
      "Prio3MultihotCountVec is not a VDAF of draft-irtf-cfrg-vdaf-08 (VDAF-08); it first "
@@ -314,6 +321,8 @@ def params18(draw: st.DrawFn) -> tuple[str, dict[str, Any]]:
         "Prio3MultihotCountVec": {"length": length,
                                   "max_weight": draw(st.integers(1, length)),
                                   "chunk_length": draw(chunk)},
+        "Prio3L1BoundSum": {"length": length, "max_value": draw(st.integers(1, 2**20)),
+                            "chunk_length": draw(chunk)},
     }
     return name, table[name]
 
@@ -377,7 +386,8 @@ def test_property_vdaf08_takes_only_all_ones(top: int) -> None:
 
 @settings(max_examples=60, deadline=None)
 @given(st.sampled_from(registry.names("18")), st.integers(max_value=0),
-       st.sampled_from(["length", "max_measurement", "max_weight", "chunk_length"]))
+       st.sampled_from(["length", "max_measurement", "max_weight", "max_value",
+                        "chunk_length"]))
 def test_property_non_positive_values_name_the_parameter(name: str, value: int,
                                                          key: str) -> None:
     params = {**EXAMPLES["18"][name], key: value}

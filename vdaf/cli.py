@@ -2,15 +2,17 @@
 
     ppm vdaf vectors check FILE... [--json] [--vdaf NAME] [--vdaf-version 18|08]
     ppm vdaf vectors generate --out DIR [--vdaf-version 18|08] [--vdaf NAME --shares N
-        --length L --chunk-length C --max-measurement M --max-weight W --bits B
-        --max-count K --num-proofs P --field F --measurements M... --ctx HEX --name FILE]
+        --length L --chunk-length C --max-measurement M --max-weight W --max-value V
+        --bits B --max-count K --num-proofs P --field F --measurements M... --ctx HEX
+        --name FILE] [--set l1-bound-sum-02]
 
 `check` prints one line per file and one per failing operation, or with `--json` a report;
 it exits 1 when any file fails. `generate` without `--vdaf` writes the standard set
 (byte-identical to the published Prio3 vectors, and for version 08 the XOF vectors too);
 with `--vdaf` it writes one vector for the chosen parameters and measurements. Version 08
 instances take VDAF-08's parameters (`--bits` for Prio3Sum and Prio3SumVec, `--max-count`
-for Prio3MultiHotHistogram) and have no ctx.
+for Prio3MultiHotHistogram) and have no ctx. `--set NAME` writes a set published beside
+another draft (`l1-bound-sum-02`: draft-ietf-ppm-l1-bound-sum-02's Prio3L1BoundSum_0.json).
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ _PARAM_OPTIONS = (
     ("chunk_length", "chunk_length"),
     ("max_measurement", "max_measurement"),
     ("max_weight", "max_weight"),
+    ("max_value", "max_value"),
     ("bits", "bits"),
     ("max_count", "max_count"),
     ("num_proofs", "num_proofs"),
@@ -81,11 +84,17 @@ def register(subparsers: Any) -> None:
         help=f"VDAF wire version (default {vectors.DEFAULT_VERSION})",
     )
     gen.add_argument("--vdaf", metavar="NAME", help="instance, e.g. Prio3Histogram")
+    gen.add_argument(
+        "--set", metavar="NAME", choices=sorted(vectors.EXTRA_SETS),
+        help="write a vector set published beside another draft: "
+             + ", ".join(sorted(vectors.EXTRA_SETS)),
+    )
     gen.add_argument("--shares", type=int, default=2, help="number of shares (default 2)")
     gen.add_argument("--length", type=int)
     gen.add_argument("--chunk-length", type=int)
     gen.add_argument("--max-measurement", type=int)
     gen.add_argument("--max-weight", type=int)
+    gen.add_argument("--max-value", type=int, help="Prio3L1BoundSum (the L1 bound)")
     gen.add_argument("--bits", type=int, help="VDAF-08 Prio3Sum and Prio3SumVec")
     gen.add_argument("--max-count", type=int, help="VDAF-08 Prio3MultiHotHistogram")
     gen.add_argument("--num-proofs", type=int, help="Prio3SumVecWithMultiproof only")
@@ -174,7 +183,11 @@ def _parse_measurement(text: str, instance: vectors.Instance) -> Any:
 
 def cmd_generate(args: argparse.Namespace) -> int:
     try:
-        if args.vdaf is None:
+        if args.set is not None:
+            if args.vdaf is not None:
+                raise VectorError("--set and --vdaf are exclusive")
+            paths = vectors.generate_set(args.set, args.out)
+        elif args.vdaf is None:
             paths = vectors.generate_standard(args.out, args.vdaf_version)
         else:
             paths = [_generate_one(args)]

@@ -33,6 +33,7 @@ from vdaf.circuits import (
     HigherDegree,
     Histogram,
     Histogram08,
+    L1BoundSum,
     MeasurementError,
     MultihotCountVec,
     MultiHotHistogram,
@@ -543,6 +544,22 @@ class Prio3MultihotCountVec(Prio3[list[bool], list[int]]):
         super().__init__(
             shares,
             self.PROFILE.flp(MultihotCountVec(Field128, length, max_weight, chunk_length)), 1)
+
+
+class Prio3L1BoundSum(Prio3[list[int], list[int]]):
+    """Prio3L1BoundSum (draft-ietf-ppm-l1-bound-sum-02, Section 3, Table 1): Field128,
+    L1BoundSum(length, max_value, chunk_length), one proof, XofTurboShake128; VDAF ID
+    0x00000007 (Section 6). Built on VDAF-18 (draft-irtf-cfrg-vdaf-18..20)."""
+
+    NAME = "Prio3L1BoundSum"
+    ID = VDAF_18.codepoint(NAME)
+
+    def __init__(self, shares: int, length: int, max_value: int, chunk_length: int) -> None:
+        self.length = length
+        self.max_value = max_value
+        self.chunk_length = chunk_length
+        super().__init__(
+            shares, self.PROFILE.flp(L1BoundSum(Field128, length, max_value, chunk_length)), 1)
 
 
 class Prio3SumVecWithMultiproof(Prio3[list[int], list[int]]):

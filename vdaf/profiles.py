@@ -146,6 +146,8 @@ VDAF_18 = VdafProfile(
         "Prio3Histogram": 0x00000004,
         "Prio3MultihotCountVec": 0x00000005,
         "Poplar1": 0x00000006,
+        # draft-ietf-ppm-l1-bound-sum-02, Section 6 (IANA Considerations).
+        "Prio3L1BoundSum": 0x00000007,
         "Prio3SumVecWithMultiproof": TEST_ONLY_ID,
         "Prio3HigherDegree": TEST_ONLY_ID,
     },

@@ -5,7 +5,9 @@ Section 10; draft-irtf-cfrg-vdaf-08 Section 10): `Prio3Histogram`, not the class
 A version is a VDAF wire version as `vdaf.profiles` defines it:
 
     "18"  draft-irtf-cfrg-vdaf-18..20 (VDAF-18): Prio3Count, Prio3Sum, Prio3SumVec,
-          Prio3Histogram, Prio3MultihotCountVec (Section 7.4); the classes `Prio3Count`, ...
+          Prio3Histogram, Prio3MultihotCountVec (Section 7.4); the classes `Prio3Count`, ...;
+          and Prio3L1BoundSum (draft-ietf-ppm-l1-bound-sum-02, codepoint 0x00000007), a
+          Prio3 variant on the VDAF-18 wire
     "08"  draft-irtf-cfrg-vdaf-08 (VDAF-08): Prio3Count, Prio3Sum, Prio3SumVec,
           Prio3Histogram (draft-08 Section 7.4), and the test-only Prio3MultiHotHistogram
           of the published VDAF-08 vectors; the classes `Prio3CountV08`, ...
@@ -18,12 +20,14 @@ are built by `vdaf.vectors` directly; they are not registry VDAFs.
 Parameters are the constructor arguments after `shares`, by name (`parameters_of` gives
 them back, so `build(name_of(v), parameters_of(v), version_of(v))` rebuilds `v`):
 
-    length            SumVec, Histogram, MultihotCountVec, MultiHotHistogram
+    length            SumVec, Histogram, MultihotCountVec, MultiHotHistogram, L1BoundSum
     max_measurement   Sum, SumVec (VDAF-18)
     bits              Sum, SumVec (VDAF-08; a max_measurement of 2^b - 1 is accepted too)
     max_weight        MultihotCountVec
+    max_value         L1BoundSum (the L1 bound, and so each component's bound)
     max_count         MultiHotHistogram (VDAF-08, test-only)
-    chunk_length      SumVec, Histogram, MultihotCountVec, MultiHotHistogram; when absent,
+    chunk_length      SumVec, Histogram, MultihotCountVec, MultiHotHistogram, L1BoundSum;
+                      when absent,
                       `default_chunk_length`
 
 Values are ints or decimal strings, each at least 1; a `None` value counts as absent.
@@ -80,7 +84,7 @@ _VERSIONS: dict[str, _Version] = {
         key="18", profile=VDAF_18, short="VDAF-18",
         drafts=range(18, 21),
         classes=(prio3.Prio3Count, prio3.Prio3Sum, prio3.Prio3SumVec, prio3.Prio3Histogram,
-                 prio3.Prio3MultihotCountVec)),
+                 prio3.Prio3MultihotCountVec, prio3.Prio3L1BoundSum)),
     "08": _Version(
         key="08", profile=VDAF_08, short="VDAF-08",
         drafts=range(8, 9),
@@ -264,6 +268,8 @@ def default_chunk_length(name: str, params: Mapping[str, int]) -> int:
         MultihotCountVec   isqrt(length + bits of max_weight), bits at least 1
         MultiHotHistogram  isqrt(length + bits of max_count) (its encoded length)
         Histogram          isqrt(length)
+        L1BoundSum         isqrt((length + 1) * bits), bits of max_value
+                           (draft-ietf-ppm-l1-bound-sum-02 Section 3.1)
 
     and never less than 1. `params` are valid integer parameters (without chunk_length)."""
     if name == "Prio3SumVec":
@@ -275,6 +281,9 @@ def default_chunk_length(name: str, params: Mapping[str, int]) -> int:
         encoded = params["length"] + max(1, params["max_count"].bit_length())
     elif name == "Prio3Histogram":
         encoded = params["length"]
+    elif name == "Prio3L1BoundSum":
+        # draft-ietf-ppm-l1-bound-sum-02 Section 3.1: as SumVec, over (length + 1) * bits.
+        encoded = (params["length"] + 1) * max(1, params["max_value"].bit_length())
     else:
         raise RegistryError(f"{name} has no chunk_length")
     return max(1, math.isqrt(encoded))
@@ -328,8 +337,8 @@ def _codepoints(v: _Version) -> dict[str, int]:
 
 def codepoint(name: str, version: str | int | VdafProfile = DEFAULT_VERSION) -> int:
     """The VDAF ID of `name` in `version` (the class attribute `ID` of its VDAFs): VDAF-18
-    Prio3Count 1 ... Prio3MultihotCountVec 5, Poplar1 6; VDAF-08 Prio3Count 0 ...
-    Prio3Histogram 3, Poplar1 0x1000; a test-only VDAF has 0xFFFFFFFF."""
+    Prio3Count 1 ... Prio3MultihotCountVec 5, Poplar1 6, Prio3L1BoundSum 7; VDAF-08
+    Prio3Count 0 ... Prio3Histogram 3, Poplar1 0x1000; a test-only VDAF has 0xFFFFFFFF."""
     v = _version(version)
     if name not in _NOT_IMPLEMENTED:
         _class(name, v)  # refuses names the version does not have

@@ -275,6 +275,11 @@ def _prio3_v18() -> dict[str, Instance]:
             ),
         ),
         Instance("Prio3HigherDegree", m, "Prio3HigherDegree", (), "int"),
+        # draft-ietf-ppm-l1-bound-sum-02 (VDAF-18 wire; its vector is in its own folder).
+        Instance(
+            "Prio3L1BoundSum", m, "Prio3L1BoundSum", ("length", "max_value", "chunk_length"),
+            "int_list",
+        ),
     ]
     return {inst.name: inst for inst in table}
 
@@ -1066,6 +1071,34 @@ STANDARD_SPECS: dict[int, tuple[VectorSpec, ...]] = {
 }
 
 
+#: Vector sets published beside a draft other than the VDAF draft, by folder name, with
+#: their VDAF wire version. `generate --set NAME` writes one.
+EXTRA_SETS: dict[str, tuple[int, tuple[VectorSpec, ...]]] = {
+    # draft-ietf-ppm-l1-bound-sum-02's published vector (its folder of the same name).
+    "l1-bound-sum-02": (18, (
+        _spec(
+            "Prio3L1BoundSum", 0,
+            [list(range(10)), [240] + [0] * 9, [0] * 9 + [240], [0] * 10, [1] * 10],
+            shares=2, length=10, max_value=240, chunk_length=9,
+        ),
+    )),
+}
+
+
+def extra_set(name: str) -> tuple[int, tuple[VectorSpec, ...]]:
+    """The VDAF version and the specs of a set of `EXTRA_SETS`."""
+    found = EXTRA_SETS.get(name)
+    if found is None:
+        raise VectorError(f"unknown vector set {name!r} (known: {', '.join(EXTRA_SETS)})")
+    return found
+
+
+def generate_set(name: str, out_dir: Path) -> list[Path]:
+    """Write the vectors of the set `name` of `EXTRA_SETS` into `out_dir`."""
+    version, specs = extra_set(name)
+    return [write_vector(spec, out_dir, version) for spec in specs]
+
+
 def standard_specs(version: int = DEFAULT_VERSION) -> tuple[VectorSpec, ...]:
     specs = STANDARD_SPECS.get(version)
     if specs is None:
@@ -1240,6 +1273,12 @@ def default_measurements(instance: str, params: Mapping[str, Any]) -> tuple[Any,
         return (0, length - 1, length // 2)
     if instance in ("Prio3SumVec", "Prio3SumVecWithMultiproof"):
         return ([i % (top + 1) for i in range(length)], [top] * length, [0] * length)
+    if instance == "Prio3L1BoundSum":
+        top = params["max_value"]
+        first = [min(i, top) for i in range(length)]
+        while sum(first) > top:  # bring the L1 norm down to max_value
+            first[first.index(max(first))] -= 1
+        return (first, [top] + [0] * (length - 1), [0] * length)
     if instance == "Prio3MultihotCountVec":
         weight = min(params["max_weight"], length)
         return ([i < weight for i in range(length)], [False] * length)
