@@ -10,8 +10,10 @@ spaces, UTF-8) of a policy specification such as
     {"policy": "SumVecWithAggregatorRandomization", "epsilon": 1.0, "delta": 1e-9}
     {"policy": "SumVecWithAggregatorLaplace", "epsilon": 1.0}
     {"policy": "MultiHotHistogramWithClientRandomization", "eps0": 6.5, "fp": 1e-9}
+    {"policy": "L1BoundSumWithAggregatorLaplace", "epsilon": 1.0}
 
-The VDAF parameters (length, max_measurement, max_weight) come from the task's VDAF.
+The VDAF parameters (length, max_measurement, max_weight, max_value) come from the task's
+VDAF.
 Because the extension is part of the TaskConfiguration, it is in the HPKE AAD of every
 input and aggregate share: Client, Leader, Helper and Collector are bound to the same
 policy, and an Aggregator with a different view cannot decrypt. An Aggregator refuses a
@@ -31,6 +33,7 @@ POLICIES = (
     "SumVecWithAggregatorRandomization",
     "SumVecWithAggregatorLaplace",
     "MultiHotHistogramWithClientRandomization",
+    "L1BoundSumWithAggregatorLaplace",
 )
 MULTIHOT_CLIENT_RANDOMIZATION = "MultiHotHistogramWithClientRandomization"
 
@@ -171,6 +174,11 @@ def policy_from_spec(spec: dict[str, Any], vdaf: Any) -> Any:
             _need(vdaf_name, "Prio3SumVec", name)
             return policies.SumVecWithAggregatorLaplace(float(spec["epsilon"]), length,
                                                         max_measurement, shares=shares)
+        if name == "L1BoundSumWithAggregatorLaplace":
+            _need(vdaf_name, "Prio3L1BoundSum", name)
+            return policies.L1BoundSumWithAggregatorLaplace(
+                float(spec["epsilon"]), length, params["max_value"], shares=shares,
+                chunk_length=params["chunk_length"])
         if name == "MultiHotHistogramWithClientRandomization":
             _need(vdaf_name, "Prio3MultihotCountVec", name)
             policy = policies.MultiHotHistogramWithClientRandomization(

@@ -100,7 +100,11 @@ VDAF objects (integers as decimal strings or numbers):
 * ``{"type": "Prio3Histogram", "length", "chunk_length"}`` -- measurement the bucket
   index ``"i"``, result an array;
 * ``{"type": "Prio3MultihotCountVec", "length", "max_weight", "chunk_length"}`` (ours) --
-  measurement an array of booleans (or ``"0"``/``"1"``), result an array.
+  measurement an array of booleans (or ``"0"``/``"1"``), result an array;
+* ``{"type": "Prio3L1BoundSum", "length", "max_value", "chunk_length"}`` (ours; the names
+  of draft-ietf-ppm-l1-bound-sum-02's ``Prio3L1BoundSumConfig``; dap-18 and dap-19) --
+  measurement an array of decimal strings whose sum is at most max_value, result an
+  array.
 
 Any other ``type`` (Poplar1 included) answers status error.
 
@@ -131,7 +135,8 @@ DAP-18 but nothing binds it, so every role must be given the same one.
 
 DAP-09 VDAF objects (VDAF-08): ``Prio3Count``; ``Prio3Sum`` with ``bits``;
 ``Prio3SumVec`` with ``length``, ``bits``, ``chunk_length``; ``Prio3Histogram`` with
-``length``, ``chunk_length``; measurements and results as above. ``Prio3MultihotCountVec``
+``length``, ``chunk_length``; measurements and results as above. ``Prio3L1BoundSum`` is
+refused (a VDAF-18 Prio3 variant). ``Prio3MultihotCountVec``
 is refused (VDAF-08 has none: it first appears in VDAF-10, and the test-only VDAF-08
 ``Prio3MultiHotHistogram`` uses a private-use codepoint no other implementation shares).
 

@@ -9,8 +9,8 @@ collection_start, and collection_poll until complete; the result and report coun
 compared with the expected aggregate.
 
 The cases (:func:`default_cases`) are, for each protocol version, every Prio3 VDAF of the
-draft in both batch modes (query types), plus Prio3MultihotCountVec for dap-18 (VDAF-08,
-which dap-09 runs, has none):
+draft in both batch modes (query types), plus Prio3MultihotCountVec and Prio3L1BoundSum
+for dap-18 and dap-19 (VDAF-08, which dap-09 runs, has neither):
 
 * dap-18 requests carry ``dap_version`` and the DAP-18 fields (batch_mode,
   min_batch_size, time_precision, task_end, max_measurement) to every role, next to the
@@ -110,6 +110,9 @@ _VDAF_CASES: list[tuple[str, list[Any], Any]] = [
      [[True, False, False, True], [False, False, False, False], [True, True, False, False],
       [False, False, True, False], [True, False, False, False]],
      ["3", "1", "1", "1"]),
+    ("Prio3L1BoundSum",                                          # length 3, max_value 10
+     [["10", "0", "0"], ["1", "2", "3"], ["0", "0", "0"], ["0", "9", "1"], ["4", "4", "2"]],
+     ["15", "15", "6"]),
 ]
 
 

@@ -140,12 +140,12 @@ def test_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "v"
     assert main(["dap", "vectors", "generate", "--out", str(out), "--json"]) == 0
     written = json.loads(capsys.readouterr().out)
-    assert written["ok"] and len(written["files"]) == 51
+    assert written["ok"] and len(written["files"]) == 52
     assert main(["dap", "vectors", "check", str(out), "--json"]) == 0
     result = json.loads(capsys.readouterr().out)
-    assert result["ok"] and result["errors"] == [] and result["files"] == 51
+    assert result["ok"] and result["errors"] == [] and result["files"] == 52
     assert main(["dap", "vectors", "check", str(out)]) == 0
-    assert capsys.readouterr().out.startswith("ok: 51 files")
+    assert capsys.readouterr().out.startswith("ok: 52 files")
     (out / "messages" / "Time.json").write_text("{}")
     assert main(["dap", "vectors", "check", str(out)]) == 1
     assert "FAIL messages/Time.json" in capsys.readouterr().out

@@ -131,10 +131,10 @@ def run_report(nodes: dict[str, str]) -> dict[str, Any]:
 CASE_NAMES = [c.name for c in default_cases()]
 RUNNER_VDAFS = {
     "dap-19": {"Prio3Count", "Prio3Sum", "Prio3SumVec", "Prio3Histogram",
-               "Prio3MultihotCountVec"},
+               "Prio3MultihotCountVec", "Prio3L1BoundSum"},
     "dap-18": {"Prio3Count", "Prio3Sum", "Prio3SumVec", "Prio3Histogram",
-               "Prio3MultihotCountVec"},
-    # VDAF-08 has no Prio3MultihotCountVec.
+               "Prio3MultihotCountVec", "Prio3L1BoundSum"},
+    # VDAF-08 has no Prio3MultihotCountVec and no Prio3L1BoundSum.
     "dap-09": {"Prio3Count", "Prio3Sum", "Prio3SumVec", "Prio3Histogram"},
 }
 
@@ -149,8 +149,8 @@ def test_runner_covers_every_vdaf_and_batch_mode(version: str) -> None:
 
 
 def test_default_cases_are_every_version() -> None:
-    # 10 cases each for dap-19 and dap-18 (5 VDAFs x 2 batch modes), 8 for dap-09.
-    assert len(CASE_NAMES) == 28 and len(set(CASE_NAMES)) == 28
+    # 12 cases each for dap-19 and dap-18 (6 VDAFs x 2 batch modes), 8 for dap-09.
+    assert len(CASE_NAMES) == 32 and len(set(CASE_NAMES)) == 32
     assert CASE_NAMES == [c.name for v in VERSIONS for c in default_cases(v)]
     assert "dap-09/Prio3Sum/fixed_size" in CASE_NAMES
     with pytest.raises(ValueError, match="unknown DAP versions"):

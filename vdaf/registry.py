@@ -99,6 +99,8 @@ _NOT_IMPLEMENTED = ("Poplar1",)
 _ABSENT_BECAUSE = {
     # draft-irtf-cfrg-vdaf-20, Change Log, "10": "Define Prio3MultihotCountVec".
     ("08", "Prio3MultihotCountVec"): "it first appears in VDAF-10",
+    ("08", "Prio3L1BoundSum"): (
+        "draft-ietf-ppm-l1-bound-sum-02 defines it on the VDAF-18 wire"),
     ("18", "Prio3MultiHotHistogram"): (
         "it is a test-only VDAF of the published VDAF-08 test vectors; VDAF-18 has "
         "Prio3MultihotCountVec"),

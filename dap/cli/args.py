@@ -68,13 +68,15 @@ def batch_mode_of(name: str) -> Any:
 
 def build_vdaf(name: str, *, length: int | None = None, max_measurement: int | None = None,
                max_weight: int | None = None, chunk_length: int | None = None,
-               profile: str = DEFAULT_PROFILE.name, bits: int | None = None) -> Any:
+               profile: str = DEFAULT_PROFILE.name, bits: int | None = None,
+               max_value: int | None = None) -> Any:
     """The VDAF `name` of the DAP profile's VDAF version (`Profile.build_vdaf`, i.e.
     `vdaf.registry`), from option values. Raises CliError (usage) naming the option when
     a parameter is missing, invalid or not one the VDAF takes."""
     from dap.profiles import get_profile
 
     params = {"length": length, "max_measurement": max_measurement, "bits": bits,
-              "max_weight": max_weight, "chunk_length": chunk_length}
+              "max_weight": max_weight, "chunk_length": chunk_length,
+              "max_value": max_value}
     with usage_errors():
         return get_profile(profile).build_vdaf(name, params)

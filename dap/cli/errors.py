@@ -30,7 +30,8 @@ def usage_error(message: str) -> CliError:
 
 # A registry parameter -> its `ppm task create` option, for the registry's messages.
 VDAF_OPTIONS = {"length": "--length", "max_measurement": "--max-measurement", "bits": "--bits",
-                "max_weight": "--max-weight", "chunk_length": "--chunk-length"}
+                "max_weight": "--max-weight", "chunk_length": "--chunk-length",
+                "max_value": "--max-value"}
 # A DP policy parameter (and the VDAF length a policy needs) -> its option.
 DP_OPTIONS = {"epsilon": "--epsilon", "delta": "--delta", "eps0": "--eps0", "fp": "--fp",
               "length": "--length"}

@@ -100,7 +100,7 @@ def _cmd_task_create(args: argparse.Namespace) -> int:
         max_weight = needed
     vdaf = build_vdaf(args.vdaf, length=args.length, max_measurement=args.max_measurement,
                       max_weight=max_weight, chunk_length=args.chunk_length,
-                      profile=args.profile, bits=args.bits)
+                      profile=args.profile, bits=args.bits, max_value=args.max_value)
     if spec is not None:
         with usage_errors():
             dp.policy_from_spec(spec, vdaf)
@@ -179,13 +179,16 @@ def register(subparsers: Any) -> None:
     g = p.add_argument_group("VDAF")
     g.add_argument("--vdaf", required=True, type=vdaf_name_arg,
                    help=f"one of {', '.join(VDAF_NAMES)}")
-    g.add_argument("--length", type=int, help="SumVec, Histogram, MultihotCountVec")
+    g.add_argument("--length", type=int, help="SumVec, Histogram, MultihotCountVec, "
+                   "L1BoundSum")
     g.add_argument("--max-measurement", type=int, help="Sum, SumVec")
     g.add_argument("--bits", type=positive_int, help="Sum, SumVec of a dap-09 task (VDAF-08 "
                    "takes a bit width)")
     g.add_argument("--max-weight", type=int,
                    help="MultihotCountVec (computed for MultiHotHistogramWithClient"
                    "Randomization)")
+    g.add_argument("--max-value", type=int, help="L1BoundSum: the bound on a measurement's "
+                   "L1 norm (dap-18, dap-19)")
     g.add_argument("--chunk-length", type=int, help="default: about sqrt of the encoded "
                    "measurement length")
     g = p.add_argument_group("task")

@@ -33,6 +33,9 @@ def parse_measurement(text: str, vdaf: Any, policy: Any = None) -> Any:
         "Prio3Sum": f"an integer in [0, {top}]",
         "Prio3Histogram": f"a bucket index in [0, {params.get('length')})",
         "Prio3SumVec": f"a JSON list of {params.get('length')} integers in [0, {top}]",
+        "Prio3L1BoundSum": (
+            f"a JSON list of {params.get('length')} non-negative integers with sum at most "
+            f"{params.get('max_value')}"),
         "Prio3MultihotCountVec": (
             f"a bucket index in [0, {params.get('length')})" if rappor else
             f"a JSON list of {params.get('length')} bits (0/1 or true/false) with at "
@@ -55,7 +58,7 @@ def parse_measurement(text: str, vdaf: Any, policy: Any = None) -> Any:
         if not isinstance(value, list) or any(v not in (0, 1) for v in value):
             raise bad
         value = [bool(v) for v in value]
-    elif name == "Prio3SumVec":
+    elif name in ("Prio3SumVec", "Prio3L1BoundSum"):
         if not isinstance(value, list) or any(isinstance(v, bool) for v in value):
             raise bad
     elif not isinstance(value, int) or isinstance(value, bool):

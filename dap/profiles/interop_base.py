@@ -69,7 +69,8 @@ class InteropFields:
     #: VDAF type -> the ``vdaf`` object the runner sends for it (absent: the draft has no
     #: such VDAF). Each describes the VDAF of the runner's case of that type
     #: (``interop.runner``): Prio3Sum max 255, Prio3SumVec length 3 max 15 chunk 2,
-    #: Prio3Histogram length 4 chunk 2, Prio3MultihotCountVec length 4 weight 2 chunk 2.
+    #: Prio3Histogram length 4 chunk 2, Prio3MultihotCountVec length 4 weight 2 chunk 2,
+    #: Prio3L1BoundSum length 3 max_value 10 chunk 4.
     runner_vdafs: Mapping[str, Json] = MappingProxyType({})
 
     @staticmethod
@@ -89,7 +90,7 @@ class InteropFields:
             else:
                 cases[name] = desc
         order = ("Prio3Count", "Prio3Sum", "Prio3SumVec", "Prio3Histogram",
-                 "Prio3MultihotCountVec")
+                 "Prio3MultihotCountVec", "Prio3L1BoundSum")
         return MappingProxyType({n: cases[n] for n in sorted(cases, key=order.index)})
 
     # -- requests -------------------------------------------------------------------------

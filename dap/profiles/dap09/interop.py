@@ -137,6 +137,10 @@ class Interop09(InteropFields):
         "Prio3MultihotCountVec":
             "Prio3MultihotCountVec is not a VDAF of draft-irtf-cfrg-vdaf-08, which dap-09 "
             "tasks run (it first appears in VDAF-10); use it with dap_version dap-18",
+        "Prio3L1BoundSum":
+            "Prio3L1BoundSum (draft-ietf-ppm-l1-bound-sum-02) is a Prio3 variant of VDAF-18, "
+            "not of draft-irtf-cfrg-vdaf-08, which dap-09 tasks run; use it with dap_version "
+            "dap-18 or dap-19",
     })
     report_errors = (Client09Error,)
     # The runner sends draft-07's request bodies exactly: no dap_version, so the servers

@@ -136,7 +136,9 @@ class Interop18(InteropFields):
     runner_vdafs = InteropFields.runner_cases(
         Prio3Sum={"type": "Prio3Sum", "max_measurement": "255"},
         Prio3MultihotCountVec={"type": "Prio3MultihotCountVec", "length": "4",
-                               "max_weight": "2", "chunk_length": "2"})
+                               "max_weight": "2", "chunk_length": "2"},
+        Prio3L1BoundSum={"type": "Prio3L1BoundSum", "length": "3", "max_value": "10",
+                         "chunk_length": "4"})
 
     def task_fields(self, profile: Profile, body: Mapping[str, Any], role: str) -> TaskFields:
         """Every role reads the same fields (see :func:`task_from_fields`)."""

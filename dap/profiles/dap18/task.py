@@ -78,6 +78,17 @@ class Prio3MultihotCountVecConfig(Struct):
 
 
 @dataclass(frozen=True)
+class Prio3L1BoundSumConfig(Struct):
+    """``Prio3L1BoundSumConfig`` (draft-ietf-ppm-l1-bound-sum-02, Section 4): not in the
+    DAP draft's Appendix B but defined for DAP by the VDAF's own draft, so every profile on
+    the VDAF-18 wire (dap-18, dap-19) carries it with VDAF type 0x00000007."""
+
+    length: int = wire(U32)
+    max_value: int = wire(U64)
+    chunk_length: int = wire(U32)
+
+
+@dataclass(frozen=True)
 class Poplar1Config(Struct):
     """``Poplar1Config`` (Appendix B.6). Encodable, but this project has no Poplar1."""
 
@@ -91,6 +102,7 @@ VDAF_CONFIGS: dict[str, type[Struct]] = {
     "Prio3SumVec": Prio3SumVecConfig,
     "Prio3Histogram": Prio3HistogramConfig,
     "Prio3MultihotCountVec": Prio3MultihotCountVecConfig,
+    "Prio3L1BoundSum": Prio3L1BoundSumConfig,
     "Poplar1": Poplar1Config,
 }
 
@@ -101,6 +113,7 @@ _CONSTRUCTORS: dict[str, tuple[str, tuple[str, ...]]] = {
     "Prio3SumVec": ("vdaf.prio3", ("length", "max_measurement", "chunk_length")),
     "Prio3Histogram": ("vdaf.prio3", ("length", "chunk_length")),
     "Prio3MultihotCountVec": ("vdaf.prio3", ("length", "max_weight", "chunk_length")),
+    "Prio3L1BoundSum": ("vdaf.prio3", ("length", "max_value", "chunk_length")),
 }
 
 
@@ -408,5 +421,6 @@ __all__ = [
     "Prio3SumVecConfig",
     "Prio3HistogramConfig",
     "Prio3MultihotCountVecConfig",
+    "Prio3L1BoundSumConfig",
     "Poplar1Config",
 ]

@@ -74,6 +74,7 @@ from dap.profiles.dap18.task import (
     Poplar1Config,
     Prio3CountConfig,
     Prio3HistogramConfig,
+    Prio3L1BoundSumConfig,
     Prio3MultihotCountVecConfig,
     Prio3SumConfig,
     Prio3SumVecConfig,
@@ -379,6 +380,10 @@ def message_cases(m: Any) -> dict[str, list[tuple[str, Any]]]:
         "Prio3HistogramConfig": [("length 4, chunk 2", Prio3HistogramConfig(4, 2))],
         "Prio3MultihotCountVecConfig": [
             ("length 10, chunk 4, max_weight 3", Prio3MultihotCountVecConfig(10, 4, 3))
+        ],
+        # draft-ietf-ppm-l1-bound-sum-02 Section 4 (its published vector's parameters).
+        "Prio3L1BoundSumConfig": [
+            ("length 10, max_value 240, chunk 9", Prio3L1BoundSumConfig(10, 240, 9))
         ],
         "Poplar1Config": [("bits 256", Poplar1Config(256))],
     }
