@@ -19,6 +19,7 @@ from dap.dp import decode_spec, policy_from_spec
 from dap.hpke import choose_config
 from dap.problems import ProblemDocument, ProblemDocumentError
 from dap.task import DapTask
+from dap.taskprov import advertisement_headers
 
 
 class UploadError(Exception):
@@ -117,7 +118,8 @@ class Client:
         url = self.task.profile.resource_url("reports", self.task.leader_aggregator_endpoint,
                                              task_id=self.task.task_id)
         message, body = self.flow.encode_upload(reports)
-        headers = {"Content-Type": self.task.profile.media_type_for(message)}
+        headers = {"Content-Type": self.task.profile.media_type_for(message),
+                   **advertisement_headers(self.task)}
         method = self.task.profile.request("upload")[0]
         async with self.session.request(method, url, data=body, headers=headers) as resp:
             content = await resp.read()

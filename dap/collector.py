@@ -22,6 +22,7 @@ from dap.dp import decode_spec, policy_from_spec
 from dap.hpke import HpkeKeypair
 from dap.problems import ProblemDocument, ProblemDocumentError
 from dap.task import DapTask
+from dap.taskprov import advertisement_headers
 
 
 class CollectionError(Exception):
@@ -74,7 +75,9 @@ class Collector:
 
     def _headers(self, content_type: str | None = None) -> dict[str, str]:
         name, value = self.task.profile.auth_header_for(self.auth_token)
-        h = {name: value}
+        # A taskprov task is advertised in every request (draft-ietf-ppm-dap-taskprov
+        # Section 3.9, "Collector Behavior").
+        h = {name: value, **advertisement_headers(self.task)}
         if content_type:
             h["Content-Type"] = content_type
         return h

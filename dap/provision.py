@@ -8,6 +8,12 @@ admin API), `client_view()` for Clients, and the Collector's credentials.
 
 `provision(pt, helper, leader)` writes a task to both Aggregators, each an `AdminTarget`
 (its admin API, through `dap.admin_client`) or a `DatastoreTarget` (its SQLite datastore).
+
+In-band provisioning (draft-ietf-ppm-dap-taskprov) touches no Aggregator:
+`TaskprovPeering.generate(...)` makes the long-lived assets two Aggregators and a Collector
+share out of band (the `taskprov_peers` entries of both server configurations and the
+Collector's credentials), and `new_taskprov_task(...)` a task whose ID is derived from
+its configuration; its Client and Collector advertise it, and the Aggregators opt in.
 """
 
 from __future__ import annotations
@@ -106,6 +112,83 @@ def new_task(vdaf: Any, leader_url: str, helper_url: str, *,
     return ProvisionedTask(task, secrets.token_bytes(vdaf.VERIFY_KEY_SIZE),
                            secrets.token_urlsafe(24), secrets.token_urlsafe(24),
                            generate_keypair(secrets.randbelow(256)), options)
+
+
+@dataclass
+class TaskprovPeering:
+    """The out-of-band assets of taskprov between one Leader and one Helper (draft-ietf-
+    ppm-dap-taskprov Section 3: the Collector's HPKE configuration, the request
+    authentication tokens, and the `verify_key_init` of Section 3.4)."""
+
+    leader_url: str
+    helper_url: str
+    verify_key_init: bytes
+    aggregator_auth_token: str
+    collector_auth_token: str
+    collector_keypair: HpkeKeypair
+    profile: Profile = DEFAULT_PROFILE
+
+    @classmethod
+    def generate(cls, leader_url: str, helper_url: str,
+                 profile: Profile = DEFAULT_PROFILE) -> TaskprovPeering:
+        if profile.taskprov is None:
+            raise ValueError(f"{profile.name} tasks have no taskprov (draft-ietf-ppm-dap-"
+                             "taskprov is written for dap-19)")
+        return cls(leader_url, helper_url,
+                   secrets.token_bytes(profile.taskprov.verify_key_init_size),
+                   secrets.token_urlsafe(24), secrets.token_urlsafe(24),
+                   generate_keypair(secrets.randbelow(256)), profile)
+
+    def peer_entry(self, role: str, **policy: Any) -> dict[str, Any]:
+        """The `taskprov_peers` entry of the configuration of the Aggregator of `role`
+        (naming the other one), with optional `min_batch_size` / `max_task_lifetime`."""
+        leader = role == "leader"
+        entry: dict[str, Any] = {
+            "peer_role": "helper" if leader else "leader",
+            "peer_endpoint": self.helper_url if leader else self.leader_url,
+            "verify_key_init": b64(self.verify_key_init),
+            "collector_hpke_config": b64(self.collector_keypair.config.encode()),
+            "aggregator_auth_token": self.aggregator_auth_token,
+            "profile": self.profile.name, **policy}
+        if leader:
+            entry["collector_auth_token"] = self.collector_auth_token
+        return entry
+
+    def collector_credentials(self) -> dict[str, Any]:
+        """What the Collector keeps (secret): its HPKE key pair and bearer token."""
+        return {"leader_url": self.leader_url, "helper_url": self.helper_url,
+                "profile": self.profile.name,
+                "collector_hpke_config": b64(self.collector_keypair.config.encode()),
+                "collector_private_key": b64(self.collector_keypair.private_key),
+                "collector_auth_token": self.collector_auth_token}
+
+
+def new_taskprov_task(vdaf: Any, leader_url: str, helper_url: str, *,
+                      collector_keypair: HpkeKeypair, collector_auth_token: str,
+                      batch_mode: BatchMode = BatchMode.TIME_INTERVAL,
+                      min_batch_size: int = 10, time_precision: int = 60,
+                      task_interval: Interval | None = None,
+                      dp_policy: dict[str, Any] | None = None, task_info: bytes | None = None,
+                      profile: Profile = DEFAULT_PROFILE) -> ProvisionedTask:
+    """A task for in-band provisioning: its ID is derived from its TaskConfiguration
+    (draft-ietf-ppm-dap-taskprov Section 3.3), and the Collector's key pair and token are
+    the long-lived ones of the peering. `task_info` defaults to 16 random bytes (hex)
+    after "ppm-reference taskprov ", as the draft's Security Considerations suggest
+    against task enumeration. No verification key: the Aggregators derive it."""
+    if profile.taskprov is None:
+        raise ValueError(f"{profile.name} tasks have no taskprov (draft-ietf-ppm-dap-taskprov "
+                         "is written for dap-19)")
+    if task_info is None:
+        task_info = b"ppm-reference taskprov " + secrets.token_hex(16).encode()
+    dp = encode_spec(dp_policy) if dp_policy else None
+    params: dict[str, Any] = dict(
+        profile=profile, task_info=task_info, leader_url=leader_url, helper_url=helper_url,
+        time_precision=time_precision, min_batch_size=min_batch_size, batch_mode=batch_mode,
+        task_interval=task_interval, max_batch_size=None, dp_policy=dp)
+    draft, _ = profile.task_cls.provision(vdaf, task_id=bytes(32), **params)
+    task_id = profile.taskprov.derive_task_id(draft.config_bytes())
+    task, options = profile.task_cls.provision(vdaf, task_id=task_id, **params)
+    return ProvisionedTask(task, b"", "", collector_auth_token, collector_keypair, options)
 
 
 def task_from_view(view: dict[str, Any]) -> Any:

@@ -9,6 +9,19 @@ Each Aggregator gets the task through its admin API (`POST /internal/tasks`, see
 `dap.server.admin`) or straight into its SQLite datastore; `dap.provision` does both,
 the Helper first. The Client's task and the Collector's credentials are printed or
 written to client-task.json and collector-task.json (mode 0600).
+
+In-band provisioning (draft-ietf-ppm-dap-taskprov, dap-19 tasks) touches no Aggregator:
+
+    ppm task taskprov-init --leader-url L --helper-url H --out-dir DIR
+        # once per pair of Aggregators (the secrets are never printed):
+        # DIR/leader-taskprov-peer.json and
+        # DIR/helper-taskprov-peer.json (each an entry of that server configuration's
+        # "taskprov_peers"; add --leader-config/--helper-config FILE to append it there)
+        # and DIR/collector-credentials.json (secret, 0600)
+    ppm task create --taskprov --collector-credentials DIR/collector-credentials.json \
+        --vdaf Prio3Histogram --length 4 --out-dir TASKDIR
+        # TASKDIR/client-task.json and collector-task.json; the task ID is derived from
+        # the configuration, and the Client and Collector advertise it (DAP-Taskprov)
 """
 
 from __future__ import annotations
@@ -83,6 +96,12 @@ def _cmd_task_create(args: argparse.Namespace) -> int:
     from dap.profiles import get_profile
     from dap.provision import TaskRefused, b64, new_task, provision
 
+    if args.taskprov:
+        return _cmd_task_create_taskprov(args)
+    if args.collector_credentials is not None:
+        raise usage_error("--collector-credentials goes with --taskprov")
+    if args.task_info is None:
+        args.task_info = "ppm-reference task"
     token = args.admin_token or os.environ.get("PPM_ADMIN_TOKEN")
     helper = target("helper", args.helper_admin, args.helper_config, token)
     leader = target("leader", args.leader_admin, args.leader_config, token)
@@ -167,6 +186,187 @@ def _cmd_task_create(args: argparse.Namespace) -> int:
     return 0
 
 
+def _vdaf_and_policy(args: argparse.Namespace) -> tuple[Any, Any]:
+    from dap import dp
+
+    with usage_errors():
+        spec = dp.make_spec(args.dp_policy, epsilon=args.epsilon, delta=args.delta,
+                            eps0=args.eps0, fp=args.fp)
+        needed = dp.required_max_weight(spec, args.vdaf, args.length)
+    max_weight = args.max_weight if needed is None else needed
+    vdaf = build_vdaf(args.vdaf, length=args.length, max_measurement=args.max_measurement,
+                      max_weight=max_weight, chunk_length=args.chunk_length,
+                      profile=args.profile, bits=args.bits, max_value=args.max_value)
+    if spec is not None:
+        with usage_errors():
+            dp.policy_from_spec(spec, vdaf)
+    return vdaf, spec
+
+
+def _read_json(path: str, what: str) -> dict[str, Any]:
+    try:
+        data = json.loads(Path(path).read_text())
+    except FileNotFoundError:
+        raise usage_error(f"{what} not found: {path}") from None
+    except (OSError, ValueError, UnicodeDecodeError) as exc:
+        raise usage_error(f"{what} {path} is not a JSON file: {exc}") from None
+    if not isinstance(data, dict):
+        raise usage_error(f"{what} {path} is not a JSON object")
+    return data
+
+
+def _cmd_task_create_taskprov(args: argparse.Namespace) -> int:
+    """`ppm task create --taskprov`: the Client's and Collector's task files of a task the
+    Aggregators will provision in-band (draft-ietf-ppm-dap-taskprov); no Aggregator is
+    contacted."""
+    from dap import dp
+    from dap.profiles import get_profile
+    from dap.provision import b64, collector_keypair_from_view, new_taskprov_task
+
+    for option in ("leader_admin", "leader_config", "helper_admin", "helper_config",
+                   "max_batch_size"):
+        if getattr(args, option) is not None:
+            raise usage_error(f"--{option.replace('_', '-')} does not go with --taskprov: "
+                              "the Aggregators provision the task in-band")
+    if args.collector_credentials is None:
+        raise usage_error("--taskprov needs --collector-credentials FILE (from ppm task "
+                          "taskprov-init)")
+    profile = get_profile(args.profile)
+    if profile.taskprov is None:
+        raise usage_error(f"--taskprov needs a dap-19 task, not {profile.name} "
+                          "(draft-ietf-ppm-dap-taskprov is written for dap-19)")
+    creds = _read_json(args.collector_credentials, "collector credentials")
+    try:
+        keypair = collector_keypair_from_view(creds)
+        token = creds["collector_auth_token"]
+        leader_url = args.leader_url or creds["leader_url"]
+        helper_url = args.helper_url or creds["helper_url"]
+    except (KeyError, ValueError, TypeError) as exc:
+        raise usage_error(f"collector credentials {args.collector_credentials} are "
+                          f"invalid: {type(exc).__name__} {exc}") from None
+    for option, url in (("--leader-url", leader_url), ("--helper-url", helper_url)):
+        if urlsplit(url).scheme not in ("http", "https"):
+            raise usage_error(f"{option} must be an http(s) URL, got {url!r}")
+    vdaf, spec = _vdaf_and_policy(args)
+    interval = task_interval_of(args.task_start, args.task_end, args.time_precision)
+    try:
+        pt = new_taskprov_task(
+            vdaf, leader_url, helper_url, collector_keypair=keypair,
+            collector_auth_token=token, batch_mode=batch_mode_of(args.batch_mode),
+            min_batch_size=args.min_batch_size, time_precision=args.time_precision,
+            task_interval=interval, dp_policy=spec,
+            task_info=None if args.task_info is None else args.task_info.encode(),
+            profile=profile)
+    except ValueError as exc:
+        raise usage_error(f"invalid task: {exc}") from None
+    files: dict[str, str] = {}
+    if args.out_dir is not None:
+        out = Path(args.out_dir)
+        out.mkdir(parents=True, exist_ok=True)
+        client_path, collector_path = out / "client-task.json", out / "collector-task.json"
+        write_json_file(client_path, pt.client_view(), private=False)
+        write_json_file(collector_path, pt.collector_view(), private=True)
+        files = {"client_task": str(client_path), "collector_task": str(collector_path)}
+    task_id = b64(bytes(pt.task.task_id))
+    if args.json:
+        obj: dict[str, Any] = {
+            "ok": True, "task_id": task_id, "taskprov": True,
+            "vdaf": registry.describe(vdaf), "dp_policy": spec,
+            "batch_mode": args.batch_mode, "leader_url": leader_url,
+            "helper_url": helper_url, "files": files}
+        if not files:
+            obj["client_task"] = pt.client_view()
+            obj["collector_task"] = pt.collector_view()
+        emit_json(obj)
+        return 0
+    print(f"task {task_id}  (taskprov: derived from its configuration; no Aggregator was "
+          "contacted)")
+    print(f"  VDAF        {registry.describe(vdaf)}")
+    print(f"  DP policy   {dp.describe_spec(spec)}")
+    print(f"  batch mode  {args.batch_mode}, min_batch_size {args.min_batch_size}, "
+          f"time_precision {args.time_precision} s")
+    print(f"  leader      {leader_url}")
+    print(f"  helper      {helper_url}")
+    print("The Client and the Collector advertise the task (DAP-Taskprov); the Leader opts "
+          "in on the first upload, the Helper on the Leader's first request.")
+    if files:
+        print(f"client task (give to Clients):      {files['client_task']}")
+        print(f"collector credentials (secret, 0600): {files['collector_task']}")
+    else:
+        print("client task (give to Clients):")
+        print(json.dumps(pt.client_view(), indent=2, sort_keys=True))
+        print("collector credentials (secret; save as collector-task.json):")
+        print(json.dumps(pt.collector_view(), indent=2, sort_keys=True))
+    return 0
+
+
+def _append_peer(config_path: str, role: str, entry: dict[str, Any]) -> None:
+    """Add a taskprov peer entry to a server configuration file (checked as the server
+    would)."""
+    from dap.server.config import AggregatorConfig
+
+    data = _read_json(config_path, f"{role} configuration")
+    if data.get("role") != role:
+        raise usage_error(f"{config_path} is not a {role}'s configuration (role "
+                          f"{data.get('role')!r})")
+    peers = data.get("taskprov_peers") or []
+    peers = [p for p in peers if not (isinstance(p, dict)
+                                      and p.get("peer_endpoint") == entry["peer_endpoint"])]
+    data["taskprov_peers"] = [*peers, entry]
+    try:
+        AggregatorConfig.from_dict(data)
+    except (TypeError, ValueError) as exc:
+        raise usage_error(f"{config_path}: {exc}") from None
+    path = Path(config_path)
+    path.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
+    os.chmod(path, 0o600)  # it now holds verify_key_init and bearer tokens
+
+
+def _cmd_taskprov_init(args: argparse.Namespace) -> int:
+    """`ppm task taskprov-init`: the assets a Leader, a Helper and a Collector share out of
+    band for taskprov (draft-ietf-ppm-dap-taskprov Section 3)."""
+    from dap.profiles import get_profile
+    from dap.provision import TaskprovPeering
+
+    for option, url in (("--leader-url", args.leader_url), ("--helper-url", args.helper_url)):
+        if urlsplit(url).scheme not in ("http", "https"):
+            raise usage_error(f"{option} must be an http(s) URL, got {url!r}")
+    try:
+        peering = TaskprovPeering.generate(args.leader_url, args.helper_url,
+                                           get_profile(args.profile))
+    except ValueError as exc:
+        raise usage_error(str(exc)) from None
+    policy: dict[str, Any] = {}
+    if args.min_batch_size is not None:
+        policy["min_batch_size"] = args.min_batch_size
+    if args.max_task_lifetime is not None:
+        policy["max_task_lifetime"] = args.max_task_lifetime
+    entries = {role: peering.peer_entry(role, **policy) for role in ("leader", "helper")}
+    written: dict[str, str] = {}
+    for role, config_path in (("leader", args.leader_config), ("helper", args.helper_config)):
+        if config_path is not None:
+            _append_peer(config_path, role, entries[role])
+            written[f"{role}_config"] = config_path
+    out = Path(args.out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    for role in ("leader", "helper"):
+        peer_path = out / f"{role}-taskprov-peer.json"
+        write_json_file(peer_path, entries[role], private=True)
+        written[f"{role}_peer"] = str(peer_path)
+    creds_path = out / "collector-credentials.json"
+    write_json_file(creds_path, peering.collector_credentials(), private=True)
+    written["collector_credentials"] = str(creds_path)
+    if args.json:
+        emit_json({"ok": True, "files": written})
+        return 0
+    for what, shown in written.items():
+        print(f"{what.replace('_', ' '):22s} {shown}")
+    print("Put each *-taskprov-peer.json in that server configuration's \"taskprov_peers\" "
+          "list (done for the --leader-config / --helper-config given) and restart it; "
+          "give collector-credentials.json to `ppm task create --taskprov`.")
+    return 0
+
+
 def register(subparsers: Any) -> None:
     """Add `task create` to the `ppm` parser."""
     task = subparsers.add_parser("task", help="provision DAP tasks")
@@ -206,7 +406,8 @@ def register(subparsers: Any) -> None:
     g.add_argument("--task-start", type=int, metavar="SECONDS",
                    help="task_interval start (POSIX seconds, aligned)")
     g.add_argument("--task-end", type=int, metavar="SECONDS", help="task_interval end")
-    g.add_argument("--task-info", default="ppm-reference task")
+    g.add_argument("--task-info", help="default 'ppm-reference task' (with --taskprov: "
+                   "followed by 16 random bytes, hex, against task enumeration)")
     g.add_argument("--leader-url", help="the Leader's endpoint in the task (default: from "
                    "its config or admin URL)")
     g.add_argument("--helper-url", help="the Helper's endpoint in the task")
@@ -225,10 +426,43 @@ def register(subparsers: Any) -> None:
     g.add_argument("--helper-config", metavar="FILE")
     g.add_argument("--admin-token", help="bearer token of the admin APIs (default: "
                    "$PPM_ADMIN_TOKEN)")
+    g = p.add_argument_group("in-band provisioning (draft-ietf-ppm-dap-taskprov, dap-19)")
+    g.add_argument("--taskprov", action="store_true",
+                   help="write the Client's and Collector's task files only: the "
+                   "Aggregators provision the task when it is advertised")
+    g.add_argument("--collector-credentials", metavar="FILE",
+                   help="collector-credentials.json of ppm task taskprov-init")
     p.add_argument("--out-dir", metavar="DIR",
                    help="write client-task.json and collector-task.json (mode 0600) here")
     add_json(p)
     p.set_defaults(func=run_command(_cmd_task_create))
+
+    p = task_sub.add_parser(
+        "taskprov-init", help="make the assets a Leader, Helper and Collector share for "
+        "taskprov",
+        description="Generate the out-of-band assets of in-band task provisioning "
+        "(draft-ietf-ppm-dap-taskprov): verify_key_init, the Leader's and the Collector's "
+        "bearer tokens and the Collector's HPKE key pair. Writes each Aggregator's "
+        "taskprov_peers entry and the Collector's credentials.")
+    p.add_argument("--leader-url", required=True, help="the Leader's endpoint, as tasks "
+                   "will name it")
+    p.add_argument("--helper-url", required=True, help="the Helper's endpoint")
+    p.add_argument("--profile", choices=[n for n in SHIPPED if n == "dap-19"],
+                   default="dap-19", help="the DAP draft of the tasks (dap-19)")
+    p.add_argument("--min-batch-size", type=positive_int, help="both Aggregators opt out "
+                   "of tasks with a smaller min_batch_size")
+    p.add_argument("--max-task-lifetime", type=positive_int, metavar="SECONDS",
+                   help="both Aggregators opt out of tasks whose task_interval is longer "
+                   "(or absent)")
+    p.add_argument("--leader-config", metavar="FILE",
+                   help="append the Leader's entry to this server configuration")
+    p.add_argument("--helper-config", metavar="FILE",
+                   help="append the Helper's entry to this server configuration")
+    p.add_argument("--out-dir", metavar="DIR", required=True,
+                   help="write leader-taskprov-peer.json, "
+                   "helper-taskprov-peer.json and collector-credentials.json (0600) here")
+    add_json(p)
+    p.set_defaults(func=run_command(_cmd_taskprov_init))
 
 
 __all__ = ["CliError", "register", "target", "task_interval_of"]

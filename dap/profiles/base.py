@@ -97,6 +97,9 @@ class Profile:
     # the message names of the upload and collection bodies ("upload", "collection").
     statuses: Mapping[str, int] = field(default_factory=dict)
     message_names: Mapping[str, str] = field(default_factory=dict)
+    # In-band task provisioning (draft-ietf-ppm-dap-taskprov) for this draft's tasks, or
+    # None: the ``Taskprov`` of ``dap.profiles.dap19.taskprov`` for dap-19.
+    taskprov: Any = None
     # Number of Aggregators (VDAF shares).
     shares: int = 2
     notes: tuple[str, ...] = field(default=())

@@ -21,7 +21,7 @@ from dap.core.errors import DapProblem
 from dap.core.rand import OS_RNG, Rng
 from dap.core.tasks import add_hpke_key
 from dap.profiles import DEFAULT_PROFILE, get_profile
-from dap.server import admin
+from dap.server import admin, taskprov
 from dap.server import helper as helper_routes
 from dap.server import leader as leader_routes
 from dap.server.common import CONFIG_KEY, STATE_KEY, AppState, problem_middleware, state
@@ -76,8 +76,11 @@ def build_app(config: AggregatorConfig, datastore: Datastore | None = None,
     ds = datastore or SqliteDatastore(config.datastore, config.sqlite_synchronous)
     ensure_hpke_key(ds, rng)
     st = AppState(config, ds, clock, rng)
-    app = web.Application(middlewares=[problem_middleware], client_max_size=256 * 1024 * 1024)
+    # taskprov.middleware provisions an advertised task before the handler looks it up.
+    app = web.Application(middlewares=[problem_middleware, taskprov.middleware],
+                          client_max_size=256 * 1024 * 1024)
     app[CONFIG_KEY] = config
+    taskprov.install(app, config.taskprov_peers, config.role)
     app[STATE_KEY] = st
     app.router.add_get("/hpke_config", get_hpke_config)
     admin.add_routes(app)

@@ -16,9 +16,11 @@ Example (every key but `role` and `datastore` is optional)::
       "hpke_cache_max_age": 86400,       # Cache-Control max-age of hpke_config
       "collection_give_up_after": null,  # seconds; then invalidBatchSize
       "worker_interval": 0.05, "job_concurrency": 4,
-      "job_lease": 60.0                  # seconds a worker holds a job it is stepping
-    }                                    # (> http_timeout); a crashed worker's jobs
+      "job_lease": 60.0,                 # seconds a worker holds a job it is stepping
+                                         # (> http_timeout); a crashed worker's jobs
                                          # resume once it has expired
+      "taskprov_peers": [...]            # in-band task provisioning: the peers that
+    }                                    # may provision tasks (dap/server/taskprov.py)
 """
 
 from __future__ import annotations
@@ -50,12 +52,18 @@ class AggregatorConfig:
     job_concurrency: int = 4
     http_timeout: float = 30.0
     job_lease: float = 60.0
+    # draft-ietf-ppm-dap-taskprov peers (dap.server.taskprov); None: taskprov is off.
+    taskprov_peers: list[dict[str, Any]] | None = None
 
     def __post_init__(self) -> None:
         if self.role not in ("leader", "helper"):
             raise ValueError("role must be 'leader' or 'helper'")
         if self.min_job_size < 1 or self.max_job_size < self.min_job_size:
             raise ValueError("need 1 <= min_job_size <= max_job_size")
+        if self.taskprov_peers is not None:
+            from dap.server.taskprov import parse_peers
+
+            parse_peers(self.taskprov_peers, self.role)  # a PeerConfigError (ValueError)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> AggregatorConfig:

@@ -43,6 +43,7 @@ from dap.storage import (
     CollectionJobRecord,
     CollectionJobState,
 )
+from dap.taskprov import advertisement_headers
 
 log = logging.getLogger("ppm.leader")
 WAKE_KEY: web.AppKey[asyncio.Event] = web.AppKey("leader_wake", asyncio.Event)
@@ -412,9 +413,12 @@ class LeaderWorker:
 
 
 def _auth_headers(task: Any) -> dict[str, str]:
-    """The Leader's credential towards the Helper, in the task's profile's header."""
+    """The Leader's credential towards the Helper, in the task's profile's header, and
+    for a taskprov task its advertisement: "The Leader MUST advertise the task to the
+    Helper in every request incident to the task" (draft-ietf-ppm-dap-taskprov, Sections
+    3.7.2 and 3.7.3)."""
     name, value = task.profile.auth_header_for(task.record.aggregator_auth_token)
-    return {name: value}
+    return {name: value, **advertisement_headers(task.task)}
 
 
 def _request(task: Any, operation: str, **ids: bytes) -> tuple[str, str]:

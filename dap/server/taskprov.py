@@ -1,0 +1,320 @@
+"""In-band task provisioning in the Leader and the Helper (draft-ietf-ppm-dap-taskprov,
+editors' copy of 2026-07-07; the draft's own text is ``profile.taskprov``, here only
+what an Aggregator does with it).
+
+**Peers.** Long-lived assets are exchanged out of band (Section 3): an Aggregator takes
+part in taskprov only with the peers its configuration names, under ``taskprov_peers``::
+
+    "taskprov_peers": [{
+      "peer_role": "helper",                    # the other Aggregator's role
+      "peer_endpoint": "https://helper.example/",   # byte for byte as in task configs
+      "verify_key_init": "<base64url, 32 bytes>",   # Section 3.4, shared by both
+      "collector_hpke_config": "<base64url HpkeConfig>",  # the Collector's, for shares
+      "aggregator_auth_token": "...",           # the Leader's bearer token to the Helper
+      "collector_auth_token": "...",            # Leader only: the Collector's token
+      "profile": "dap-19",                      # optional: the DAP draft of its tasks
+      "min_batch_size": 10,                     # optional: opt out of smaller batches
+      "max_task_lifetime": 2592000              # optional, seconds: opt out of longer
+    }]                                          # task_intervals (Section 3.5, MAY)
+
+Who may provision: a task is opted into only if the configuration names a configured
+peer as the other Aggregator (the Leader looks up the ``helper_aggregator_endpoint``, the
+Helper the ``leader_aggregator_endpoint``), and the Helper provisions only for a request
+that carries that peer's ``aggregator_auth_token`` (checked before anything is stored).
+``ppm task taskprov-init`` writes both Aggregators' entries and the Collector's
+credentials.
+
+**Where the hook is.** :func:`middleware` runs before every handler of a
+``/tasks/{task-id}/...`` request, where the handlers look their task up. With a
+``DAP-Taskprov`` header (Section 3.2) and peers configured it:
+
+1. ignores a header that is not a Byte Sequence holding a ``TaskConfiguration``;
+2. answers ``unrecognizedTask`` if the task ID derived from the configuration (Section
+   3.3) is not the request's (Sections 3.7.1, 3.8);
+3. answers ``invalidTask`` when it opts out (Section 3.5): the configuration names no
+   configured peer, the task has ended, its batch mode, VDAF or an extension is not
+   implemented, it does not fit the peer's ``min_batch_size`` or ``max_task_lifetime``,
+   its DP policy does not fit its VDAF, or an existing task with that ID has another
+   configuration;
+4. otherwise stores the task (once; Operational Considerations: an Aggregator that opted
+   in does not opt out later) with the verification key derived from the peer's
+   ``verify_key_init`` (Section 3.4), and lets the handler run as for any task.
+
+The Leader opts in on uploads (Section 3.7.1) and the Helper on any request of the
+Leader's (Section 3.8: every aggregation job step and aggregate share request carries
+the header). A Collector's request advertises the task too, but the Leader does not opt
+in from it: "the Leader would need to abort the collect request with unrecognizedTask"
+(Section 3.7.3); the advertisement is still checked against the stored task.
+
+A Leader advertises its taskprov tasks in every request to the Helper
+(``dap.server.leader``), as Clients and Collectors do (``dap.client``,
+``dap.collector``), all through ``dap.taskprov.advertisement_headers``: a task is a
+taskprov task when its ID is the one derived from its configuration.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hmac
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+from aiohttp import web
+
+from dap.common import HpkeConfig
+from dap.core.errors import DapProblem
+from dap.core.store import TaskRecord
+from dap.core.tasks import AggregatorTask
+from dap.profiles import Profile, ProfileError, get_profile
+from dap.server.common import STATE_KEY, Handler, bearer_token, task_id_param
+
+log = logging.getLogger("ppm.taskprov")
+
+
+class PeerConfigError(ValueError):
+    """A ``taskprov_peers`` entry that cannot be used; the message names the field."""
+
+
+def _b64(value: Any, where: str) -> bytes:
+    if not isinstance(value, str):
+        raise PeerConfigError(f"{where} must be a base64url string")
+    text = value.rstrip("=")
+    try:
+        out = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+    except (binascii.Error, ValueError):
+        raise PeerConfigError(f"{where} is not base64url") from None
+    if base64.urlsafe_b64encode(out).rstrip(b"=").decode() != text:
+        raise PeerConfigError(f"{where} is not base64url")
+    return out
+
+
+def _token(value: Any, where: str) -> str:
+    if not isinstance(value, str) or not value or not value.isascii() \
+            or not value.isprintable() or " " in value:
+        raise PeerConfigError(f"{where} must be a non-empty printable ASCII token")
+    return value
+
+
+@dataclass(frozen=True)
+class TaskprovPeer:
+    """One peer Aggregator this one runs taskprov tasks with (see the module
+    docstring)."""
+
+    peer_role: str
+    peer_endpoint: str
+    verify_key_init: bytes
+    collector_hpke_config: bytes
+    aggregator_auth_token: str
+    collector_auth_token: str | None
+    profile: Profile
+    min_batch_size: int = 1
+    max_task_lifetime: int | None = None
+
+    KEYS = ("peer_role", "peer_endpoint", "verify_key_init", "collector_hpke_config",
+            "aggregator_auth_token", "collector_auth_token", "profile", "min_batch_size",
+            "max_task_lifetime")
+
+    @classmethod
+    def from_json(cls, data: Any, own_role: str, where: str = "taskprov_peers[]"
+                  ) -> TaskprovPeer:
+        """An entry of ``taskprov_peers`` for an Aggregator of role ``own_role``."""
+        if not isinstance(data, dict):
+            raise PeerConfigError(f"{where} must be an object")
+        unknown = sorted(set(data) - set(cls.KEYS))
+        if unknown:
+            raise PeerConfigError(f"{where}: unknown keys {unknown}")
+        for key in ("peer_role", "peer_endpoint", "verify_key_init", "collector_hpke_config",
+                    "aggregator_auth_token"):
+            if data.get(key) is None:
+                raise PeerConfigError(f"{where}: missing {key}")
+        peer_role = data["peer_role"]
+        expected = "helper" if own_role == "leader" else "leader"
+        if peer_role != expected:
+            raise PeerConfigError(f"{where}.peer_role must be {expected!r} in a {own_role}'s "
+                                  f"configuration, got {peer_role!r}")
+        endpoint = data["peer_endpoint"]
+        if not isinstance(endpoint, str) or not endpoint.isascii() or not endpoint:
+            raise PeerConfigError(f"{where}.peer_endpoint must be an ASCII URL")
+        try:
+            profile = get_profile(data.get("profile") or "dap-19")
+        except ProfileError as exc:
+            raise PeerConfigError(f"{where}.profile: {exc}") from None
+        tp = profile.taskprov
+        if tp is None:
+            raise PeerConfigError(f"{where}.profile: {profile.name} tasks have no taskprov "
+                                  "(draft-ietf-ppm-dap-taskprov is written for dap-19)")
+        init = _b64(data["verify_key_init"], f"{where}.verify_key_init")
+        if len(init) != tp.verify_key_init_size:
+            raise PeerConfigError(f"{where}.verify_key_init must be {tp.verify_key_init_size} "
+                                  f"bytes (taskprov Section 3.4), got {len(init)}")
+        hpke = _b64(data["collector_hpke_config"], f"{where}.collector_hpke_config")
+        try:
+            HpkeConfig.decode(hpke)
+        except ValueError as exc:
+            raise PeerConfigError(f"{where}.collector_hpke_config is not an HpkeConfig: "
+                                  f"{exc}") from None
+        collector_token = data.get("collector_auth_token")
+        if own_role == "leader":
+            if collector_token is None:
+                raise PeerConfigError(f"{where}: missing collector_auth_token (a Leader "
+                                      "authenticates the Collector)")
+            collector_token = _token(collector_token, f"{where}.collector_auth_token")
+        elif collector_token is not None:
+            raise PeerConfigError(f"{where}: a Helper takes no collector_auth_token")
+        min_batch = data.get("min_batch_size", 1)
+        lifetime = data.get("max_task_lifetime")
+        for key, value in (("min_batch_size", min_batch), ("max_task_lifetime", lifetime)):
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int)
+                                      or value < 1):
+                raise PeerConfigError(f"{where}.{key} must be a positive integer")
+        return cls(peer_role=peer_role, peer_endpoint=endpoint, verify_key_init=init,
+                   collector_hpke_config=hpke,
+                   aggregator_auth_token=_token(data["aggregator_auth_token"],
+                                                f"{where}.aggregator_auth_token"),
+                   collector_auth_token=collector_token, profile=profile,
+                   min_batch_size=min_batch, max_task_lifetime=lifetime)
+
+
+def parse_peers(entries: Any, own_role: str) -> tuple[TaskprovPeer, ...]:
+    """Every ``taskprov_peers`` entry, checked; raises :class:`PeerConfigError`."""
+    if entries is None:
+        return ()
+    if not isinstance(entries, list):
+        raise PeerConfigError("taskprov_peers must be a list")
+    peers = tuple(TaskprovPeer.from_json(e, own_role, f"taskprov_peers[{i}]")
+                  for i, e in enumerate(entries))
+    seen = set()
+    for peer in peers:
+        key = (peer.profile.name, peer.peer_endpoint)
+        if key in seen:
+            raise PeerConfigError(f"taskprov_peers: {peer.peer_endpoint} is listed twice")
+        seen.add(key)
+    return peers
+
+
+PEERS_KEY: web.AppKey[tuple[TaskprovPeer, ...]] = web.AppKey("taskprov_peers", tuple)
+
+
+def install(app: web.Application, entries: Any, own_role: str) -> None:
+    """Read the configuration's peers into the app (raises :class:`PeerConfigError`)."""
+    app[PEERS_KEY] = parse_peers(entries, own_role)
+
+
+# ---------------------------------------------------------------------------------------
+# The hook: every /tasks/{task-id}/... request
+# ---------------------------------------------------------------------------------------
+
+
+@web.middleware
+async def middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+    peers = request.app.get(PEERS_KEY, ())
+    if peers and "task_id" in request.match_info:
+        values = request.headers.getall("DAP-Taskprov", [])
+        if values:
+            advertised(request, peers, values)
+    return await handler(request)
+
+
+def _resource(request: web.Request) -> str:
+    """The resource after ``/tasks/{task-id}/``: reports, aggregation_jobs, ..."""
+    parts = request.path.split("/")
+    return parts[3] if len(parts) > 3 else ""
+
+
+def _invalid(task_id: bytes, detail: str) -> DapProblem:
+    return DapProblem("invalidTask", detail, 400, task_id=task_id)
+
+
+def advertised(request: web.Request, peers: tuple[TaskprovPeer, ...],
+               values: list[str]) -> None:
+    """Process a request's task advertisement (see the module docstring)."""
+    st = request.app[STATE_KEY]
+    own_role = st.config.role
+    profiles = {p.profile.name: p.profile for p in peers}
+    for profile in profiles.values():
+        tp = profile.taskprov
+        config = tp.parse_header(values)
+        raw = tp.read_configuration(config) if config is not None else None
+        if raw is None:
+            continue  # not a TaskConfiguration: ignored (Section 3.2)
+        task_id = tp.derive_task_id(config)
+        if task_id != task_id_param(request):
+            raise DapProblem("unrecognizedTask", "the task ID is not the one derived from "
+                             "the DAP-Taskprov task configuration", 404,
+                             task_id=task_id_param(request))
+        endpoint = raw.helper_aggregator_endpoint if own_role == "leader" \
+            else raw.leader_aggregator_endpoint
+        peer = next((p for p in peers if p.profile is profile
+                     and p.peer_endpoint.encode("ascii") == endpoint), None)
+        if peer is None:
+            raise _invalid(task_id, f"no taskprov peer {endpoint.decode(errors='replace')!r} "
+                           f"is configured to provision tasks with this {own_role}")
+        if own_role == "helper":
+            _authenticate_peer(request, peer, task_id)
+        with st.datastore.transaction() as tx:
+            existing = tx.get_task(task_id)
+            if existing is not None:
+                if existing.config != config or existing.profile != profile.name:
+                    raise _invalid(task_id, "a task with this ID is configured differently")
+                return  # opted in before: never opt out (Operational Considerations)
+            if own_role == "leader" and _resource(request) != "reports":
+                return  # the Leader opts in on uploads only (Section 3.7.3)
+            record = _opt_in(st, peer, profile, config, task_id)
+            tx.put_task(record)
+        st.tasks.invalidate(task_id)
+        log.info("taskprov: opted into task %s from peer %s", task_id.hex(),
+                 peer.peer_endpoint)
+        return
+
+
+def _authenticate_peer(request: web.Request, peer: TaskprovPeer, task_id: bytes) -> None:
+    """The Helper provisions only for its peer Leader (its bearer token)."""
+    token = bearer_token(request)
+    if token is None:
+        raise DapProblem("unauthorized", "missing bearer token", 401, task_id=task_id,
+                         dap_type=False)
+    if not hmac.compare_digest(token.encode(), peer.aggregator_auth_token.encode()):
+        raise DapProblem("forbidden", "wrong bearer token", 403, task_id=task_id,
+                         dap_type=False)
+
+
+def _opt_in(st: Any, peer: TaskprovPeer, profile: Profile, config: bytes,
+            task_id: bytes) -> TaskRecord:
+    """The task record of an advertised task this Aggregator opts into, or the
+    ``invalidTask`` problem of why it opts out."""
+    tp = profile.taskprov
+    try:
+        task = tp.opt_in(config, profile, st.clock())
+    except tp.error as exc:
+        raise _invalid(task_id, str(exc)) from None
+    if task.min_batch_size < peer.min_batch_size:
+        raise _invalid(task_id, f"min_batch_size {task.min_batch_size} is below this "
+                       f"Aggregator's minimum {peer.min_batch_size}")
+    interval = task.task_interval
+    if peer.max_task_lifetime is not None and (
+            interval is None
+            or int(interval.duration) * int(task.time_precision) > peer.max_task_lifetime):
+        lifetime = "unbounded" if interval is None else \
+            f"{int(interval.duration) * int(task.time_precision)} s"
+        raise _invalid(task_id, f"the task lifetime ({lifetime}) is longer than this "
+                       f"Aggregator's maximum {peer.max_task_lifetime} s")
+    vdaf = task.vdaf()
+    own_role = st.config.role
+    record = TaskRecord(
+        task_id=task_id, role=own_role, profile=profile.name, config=bytes(config),
+        vdaf_verify_key=tp.derive_verify_key(peer.verify_key_init, task_id,
+                                             vdaf.VERIFY_KEY_SIZE),
+        collector_hpke_config=peer.collector_hpke_config,
+        aggregator_auth_token=peer.aggregator_auth_token,
+        collector_auth_token=peer.collector_auth_token if own_role == "leader" else None)
+    try:  # what TaskCache would refuse later: a DP policy that does not fit the VDAF
+        _ = AggregatorTask.from_record(record, get_profile).dp_policy
+    except ValueError as exc:
+        raise _invalid(task_id, f"cannot configure the task: {exc}") from None
+    return record
+
+
+__all__ = ["PEERS_KEY", "PeerConfigError", "TaskprovPeer", "advertised", "install",
+           "middleware", "parse_peers"]
