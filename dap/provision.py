@@ -146,6 +146,7 @@ class TaskprovPeering:
         entry: dict[str, Any] = {
             "peer_role": "helper" if leader else "leader",
             "peer_endpoint": self.helper_url if leader else self.leader_url,
+            "own_endpoint": self.leader_url if leader else self.helper_url,
             "verify_key_init": b64(self.verify_key_init),
             "collector_hpke_config": b64(self.collector_keypair.config.encode()),
             "aggregator_auth_token": self.aggregator_auth_token,

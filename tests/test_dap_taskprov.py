@@ -243,6 +243,7 @@ OPT_OUT_CASES: list[tuple[str, Callable[[str, str], bytes], str]] = [
     ("no such peer", lambda ld, h: _config("https://other-leader.example/",
                                           "https://other-helper.example/"),
      "no taskprov peer"),
+
     ("min_batch_size below the peer's floor", lambda ld, h: _config(ld, h, min_batch_size=2),
      "min_batch_size 2 is below this Aggregator's minimum 3"),
     ("lifetime longer than the peer's maximum",
@@ -285,6 +286,13 @@ def test_every_opt_out_case(tmp_path: Path, role: str) -> None:
                 assert detail in doc["detail"], (name, doc["detail"])
                 assert doc["taskid"] == b64(task_id)
                 assert _stored(state, task_id) is None, name
+            # The task names our peer, but another Aggregator in our role (own_endpoint).
+            stranger = _config("https://other-leader.example/", pair.helper_url) \
+                if role == "leader" else _config(pair.leader_url, "https://other.example/")
+            status, doc = await _post(session, url, stranger, tp.derive_task_id(stranger),
+                                      token)
+            assert (status, doc["type"]) == (400, URN + "invalidTask")
+            assert f"as its {role}, not this Aggregator" in doc["detail"]
             # A valid configuration is opted into (the handler then reads the empty body).
             good = _config(pair.leader_url, pair.helper_url, interval=_now_interval())
             good_id = tp.derive_task_id(good)

@@ -8,6 +8,7 @@ part in taskprov only with the peers its configuration names, under ``taskprov_p
     "taskprov_peers": [{
       "peer_role": "helper",                    # the other Aggregator's role
       "peer_endpoint": "https://helper.example/",   # byte for byte as in task configs
+      "own_endpoint": "https://leader.example/",    # optional: this Aggregator's own
       "verify_key_init": "<base64url, 32 bytes>",   # Section 3.4, shared by both
       "collector_hpke_config": "<base64url HpkeConfig>",  # the Collector's, for shares
       "aggregator_auth_token": "...",           # the Leader's bearer token to the Helper
@@ -19,8 +20,11 @@ part in taskprov only with the peers its configuration names, under ``taskprov_p
 
 Who may provision: a task is opted into only if the configuration names a configured
 peer as the other Aggregator (the Leader looks up the ``helper_aggregator_endpoint``, the
-Helper the ``leader_aggregator_endpoint``), and the Helper provisions only for a request
-that carries that peer's ``aggregator_auth_token`` (checked before anything is stored).
+Helper the ``leader_aggregator_endpoint``) and, when the entry has an ``own_endpoint``,
+this Aggregator as itself; and the Helper provisions only for a request that carries that
+peer's ``aggregator_auth_token`` (checked before anything is stored). Without
+``own_endpoint`` a Client could make the Leader opt into a task naming another Leader,
+which the Helper would then refuse.
 ``ppm task taskprov-init`` writes both Aggregators' entries and the Collector's
 credentials.
 
@@ -111,8 +115,10 @@ class TaskprovPeer:
     profile: Profile
     min_batch_size: int = 1
     max_task_lifetime: int | None = None
+    own_endpoint: str | None = None
 
-    KEYS = ("peer_role", "peer_endpoint", "verify_key_init", "collector_hpke_config",
+    KEYS = ("peer_role", "peer_endpoint", "own_endpoint", "verify_key_init",
+            "collector_hpke_config",
             "aggregator_auth_token", "collector_auth_token", "profile", "min_batch_size",
             "max_task_lifetime")
 
@@ -135,8 +141,11 @@ class TaskprovPeer:
             raise PeerConfigError(f"{where}.peer_role must be {expected!r} in a {own_role}'s "
                                   f"configuration, got {peer_role!r}")
         endpoint = data["peer_endpoint"]
-        if not isinstance(endpoint, str) or not endpoint.isascii() or not endpoint:
-            raise PeerConfigError(f"{where}.peer_endpoint must be an ASCII URL")
+        own = data.get("own_endpoint")
+        for key, value in (("peer_endpoint", endpoint), ("own_endpoint", own)):
+            if value is not None and (not isinstance(value, str) or not value.isascii()
+                                      or not value):
+                raise PeerConfigError(f"{where}.{key} must be an ASCII URL")
         try:
             profile = get_profile(data.get("profile") or "dap-19")
         except ProfileError as exc:
@@ -174,7 +183,7 @@ class TaskprovPeer:
                    aggregator_auth_token=_token(data["aggregator_auth_token"],
                                                 f"{where}.aggregator_auth_token"),
                    collector_auth_token=collector_token, profile=profile,
-                   min_batch_size=min_batch, max_task_lifetime=lifetime)
+                   min_batch_size=min_batch, max_task_lifetime=lifetime, own_endpoint=own)
 
 
 def parse_peers(entries: Any, own_role: str) -> tuple[TaskprovPeer, ...]:
@@ -210,7 +219,7 @@ def install(app: web.Application, entries: Any, own_role: str) -> None:
 @web.middleware
 async def middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
     peers = request.app.get(PEERS_KEY, ())
-    if peers and "task_id" in request.match_info:
+    if peers and "task_id" in request.match_info and request.path.startswith("/tasks/"):
         values = request.headers.getall("DAP-Taskprov", [])
         if values:
             advertised(request, peers, values)
@@ -244,13 +253,17 @@ def advertised(request: web.Request, peers: tuple[TaskprovPeer, ...],
             raise DapProblem("unrecognizedTask", "the task ID is not the one derived from "
                              "the DAP-Taskprov task configuration", 404,
                              task_id=task_id_param(request))
-        endpoint = raw.helper_aggregator_endpoint if own_role == "leader" \
-            else raw.leader_aggregator_endpoint
+        endpoint, ours = (raw.helper_aggregator_endpoint, raw.leader_aggregator_endpoint) \
+            if own_role == "leader" else \
+            (raw.leader_aggregator_endpoint, raw.helper_aggregator_endpoint)
         peer = next((p for p in peers if p.profile is profile
                      and p.peer_endpoint.encode("ascii") == endpoint), None)
         if peer is None:
             raise _invalid(task_id, f"no taskprov peer {endpoint.decode(errors='replace')!r} "
                            f"is configured to provision tasks with this {own_role}")
+        if peer.own_endpoint is not None and peer.own_endpoint.encode("ascii") != ours:
+            raise _invalid(task_id, f"the task names {ours.decode(errors='replace')!r} as "
+                           f"its {own_role}, not this Aggregator ({peer.own_endpoint})")
         if own_role == "helper":
             _authenticate_peer(request, peer, task_id)
         with st.datastore.transaction() as tx:
