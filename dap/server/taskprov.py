@@ -219,17 +219,21 @@ def install(app: web.Application, entries: Any, own_role: str) -> None:
 @web.middleware
 async def middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
     peers = request.app.get(PEERS_KEY, ())
-    if peers and "task_id" in request.match_info and request.path.startswith("/tasks/"):
+    if peers and "task_id" in request.match_info and _resource(request) is not None:
         values = request.headers.getall("DAP-Taskprov", [])
         if values:
             advertised(request, peers, values)
     return await handler(request)
 
 
-def _resource(request: web.Request) -> str:
-    """The resource after ``/tasks/{task-id}/``: reports, aggregation_jobs, ..."""
+def _resource(request: web.Request) -> str | None:
+    """The DAP resource after ``tasks/{task-id}/`` (reports, aggregation_jobs, ...) of a
+    DAP request, wherever the app is mounted; None for other paths (the admin API)."""
     parts = request.path.split("/")
-    return parts[3] if len(parts) > 3 else ""
+    if "internal" in parts or "tasks" not in parts:
+        return None
+    i = parts.index("tasks")
+    return parts[i + 2] if len(parts) > i + 2 else ""
 
 
 def _invalid(task_id: bytes, detail: str) -> DapProblem:
