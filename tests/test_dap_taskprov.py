@@ -33,9 +33,8 @@ from dap.profiles import get_profile
 from dap.profiles.dap19 import taskprov as tp
 from dap.provision import TaskprovPeering, b64, new_task, new_taskprov_task
 from dap.server.config import AggregatorConfig
-from dap.server.taskprov import PeerConfigError, parse_peers
 from dap.storage import TaskRecord
-from dap.taskprov import advertisement_headers
+from dap.taskprov import PeerConfigError, advertisement_headers, parse_peers
 from tests.dap_harness import AggregatorPair, free_port
 from tests.test_dap_e2e import collect, query_for, upload
 from vdaf import registry

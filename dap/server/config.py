@@ -61,7 +61,7 @@ class AggregatorConfig:
         if self.min_job_size < 1 or self.max_job_size < self.min_job_size:
             raise ValueError("need 1 <= min_job_size <= max_job_size")
         if self.taskprov_peers is not None:
-            from dap.server.taskprov import parse_peers
+            from dap.taskprov import parse_peers
 
             parse_peers(self.taskprov_peers, self.role)  # a PeerConfigError (ValueError)
 
