@@ -109,6 +109,11 @@ def _resource(request: web.Request) -> str | None:
 
 
 def _invalid(task_id: bytes, detail: str) -> DapProblem:
+    # AMBIGUITY: the draft names the error type (Section 2) but no HTTP status; 400, as
+    # for DAP's other errors about the request's content. An advertisement naming no
+    # configured peer could be read as "not supported" (unrecognizedTask); we answer
+    # invalidTask: this Aggregator supports taskprov and opts out (Section 3.5, "deemed
+    # insufficient for privacy": no trusted peer vouches for the task).
     return DapProblem("invalidTask", detail, 400, task_id=task_id)
 
 

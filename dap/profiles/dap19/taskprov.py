@@ -40,7 +40,7 @@ from dap.task import TaskError
 if TYPE_CHECKING:
     from dap.profiles.base import Profile
 
-#: The header's name (Section 3.2; registered in Section 7.2).
+#: The header's name (Section 3.2; registered in Section 6.2, IANA Considerations).
 HEADER = "DAP-Taskprov"
 #: Section 3.3: the label hashed into the task ID.
 TASK_ID_LABEL = b"dap-taskprov task id"
