@@ -16,9 +16,14 @@ Example (every key but `role` and `datastore` is optional)::
       "hpke_cache_max_age": 86400,       # Cache-Control max-age of hpke_config
       "collection_give_up_after": null,  # seconds; then invalidBatchSize
       "worker_interval": 0.05, "job_concurrency": 4,
-      "job_lease": 60.0                  # seconds a worker holds a job it is stepping
-    }                                    # (> http_timeout); a crashed worker's jobs
+      "job_lease": 60.0,                 # seconds a worker holds a job it is stepping
+                                         # (> http_timeout); a crashed worker's jobs
                                          # resume once it has expired
+      "ohttp_gateway": false,            # Leader: Oblivious HTTP gateway (RFC 9458) at
+                                         # /.well-known/ohttp-gateway (dap/server/gateway.py)
+      "ohttp_key_file": null,            # its key (default: DATASTORE.ohttp-key)
+      "log_request_peers": false         # log each request's peer address (audits, tests)
+    }
 """
 
 from __future__ import annotations
@@ -50,12 +55,21 @@ class AggregatorConfig:
     job_concurrency: int = 4
     http_timeout: float = 30.0
     job_lease: float = 60.0
+    ohttp_gateway: bool = False
+    ohttp_key_file: str | None = None
+    log_request_peers: bool = False
 
     def __post_init__(self) -> None:
         if self.role not in ("leader", "helper"):
             raise ValueError("role must be 'leader' or 'helper'")
         if self.min_job_size < 1 or self.max_job_size < self.min_job_size:
             raise ValueError("need 1 <= min_job_size <= max_job_size")
+        if self.ohttp_gateway and self.role != "leader":
+            raise ValueError("ohttp_gateway is a Leader option")
+
+    def gateway_key_path(self) -> str:
+        """Where the Oblivious HTTP gateway key is kept."""
+        return self.ohttp_key_file or f"{self.datastore}.ohttp-key"
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> AggregatorConfig:
@@ -73,6 +87,8 @@ class AggregatorConfig:
         ds = Path(config.datastore)
         if not ds.is_absolute():
             config.datastore = str(Path(path).resolve().parent / ds)
+        if config.ohttp_key_file is not None and not Path(config.ohttp_key_file).is_absolute():
+            config.ohttp_key_file = str(Path(path).resolve().parent / config.ohttp_key_file)
         return config
 
     def to_dict(self) -> dict[str, Any]:
