@@ -26,6 +26,7 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.asymmetric import x25519
 from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 from pyhpke import AEADId, CipherSuite, KDFId, KEMId, KEMKeyPair, PyHPKEError
@@ -210,7 +211,7 @@ def decapsulate_response(ctx: ClientContext, enc_response: bytes) -> bytes:
     key, aead_nonce = _response_keys(ctx.suite, ctx.context, ctx.enc, ctx.aead, nonce)
     try:
         return bytes(ctx.suite.aead.import_key(key).open(ct, aead_nonce, b""))
-    except (ValueError, PyHPKEError) as exc:
+    except (ValueError, PyHPKEError, InvalidTag) as exc:
         raise OhttpError(f"cannot open the Encapsulated Response: {exc}") from None
 
 
