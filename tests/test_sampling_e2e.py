@@ -27,7 +27,6 @@ import contextlib
 import ctypes
 import dataclasses
 import json
-import os
 import signal
 import sqlite3
 import subprocess
