@@ -168,15 +168,17 @@ class Client:
         return self._configs
 
     async def prepare(self, measurements: Sequence[Any],
-                      time_seconds: float | None = None) -> list[Any]:
+                      time_seconds: float | None = None, randomized: bool = False
+                      ) -> list[Any]:
         """Reports for the measurements (client-side DP noise applied when the task's
-        policy has one)."""
+        policy has one, unless they are `randomized` already, e.g. dummy reports made by
+        `dap.sampling.dummy_measurement`)."""
         leader, helper = await self.hpke_configs()
         now = time_seconds if time_seconds is not None else self.clock()
         t = self.flow.report_time(self.task, now)
         reports: list[Any] = []
         for m in measurements:
-            if self.policy is not None:
+            if self.policy is not None and not randomized:
                 m = self.policy.add_noise_to_measurement(m)
             reports.append(self.flow.generate_report(
                 self.task, m, time=t, leader_hpke_config=leader, helper_hpke_config=helper,

@@ -112,6 +112,19 @@ def zero_measurement(vdaf_name: str, params: dict[str, Any]) -> Any:
     raise ValueError(f"no zero measurement known for {vdaf_name}")
 
 
+def dummy_measurement(vdaf_name: str, params: dict[str, Any], policy: Any = None) -> Any:
+    """A dummy report's measurement, ready to shard: the zero measurement, randomized as
+    the task's Client randomization would randomize a real one (symmetric RAPPOR of the
+    zero vector for `MultiHotHistogramWithClientRandomization`), so that it is
+    distributed like a report of a Client with no item; upload it without applying the
+    policy again (`Client.prepare(..., randomized=True)`)."""
+    zero = zero_measurement(vdaf_name, params)
+    rappor = getattr(policy, "rappor", None)
+    if rappor is not None:
+        return [bool(b) for b in rappor.add_noise([0] * len(zero))]
+    return zero
+
+
 class Decision(Enum):
     """What one Client does in one collection."""
 
@@ -153,6 +166,7 @@ class ParticipationPlan:
 
 
 __all__ = [
-    "Decision", "ParticipationPlan", "fixed_window", "min_batch_size_extension",
-    "poisson_participates", "random_checkin", "sliding_window", "zero_measurement",
+    "Decision", "ParticipationPlan", "dummy_measurement", "fixed_window",
+    "min_batch_size_extension", "poisson_participates", "random_checkin",
+    "sliding_window", "zero_measurement",
 ]
