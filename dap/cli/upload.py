@@ -93,8 +93,34 @@ def _cmd_upload(args: argparse.Namespace) -> int:
     measurements = [parse_measurement(t, vdaf, policy) for t in read_measurement_texts(args)]
     now = time.time()
 
+    extensions = []
+    if args.min_batch_bound is not None:
+        from dap.sampling import min_batch_size_extension
+
+        extensions.append(min_batch_size_extension(args.min_batch_bound))
+    route = None
+    if args.relay is not None:
+        from dap.client import RelayRoute
+        from dap.ohttp import OhttpError, decode_key_configs
+
+        if not args.relay.startswith(("http://", "https://")):
+            raise usage_error(f"--relay must be an http(s) URL, got {args.relay!r}")
+        pinned = None
+        if args.ohttp_keys is not None:
+            try:
+                pinned = decode_key_configs(Path(args.ohttp_keys).read_bytes())[0]
+            except OSError as exc:
+                raise usage_error(f"cannot read {args.ohttp_keys}: "
+                                  f"{exc.strerror or exc}") from None
+            except OhttpError as exc:
+                raise usage_error(f"{args.ohttp_keys}: not application/ohttp-keys: "
+                                  f"{exc}") from None
+        route = RelayRoute(args.relay, pinned)
+    elif args.ohttp_keys is not None:
+        raise usage_error("--ohttp-keys goes with --relay")
+
     async def go() -> Any:
-        async with Client(task) as client:
+        async with Client(task, extensions=extensions, relay=route) as client:
             return await client.upload(measurements, batch_size=args.batch_size,
                                        time_seconds=now)
 
@@ -131,5 +157,14 @@ def register(subparsers: Any) -> None:
                    "stdin)")
     p.add_argument("--batch-size", type=positive_int, default=500,
                    help="reports per upload request")
+    p.add_argument("--min-batch-bound", type=positive_int, metavar="B",
+                   help="bind into each report the smallest batch it may be released in "
+                   "(report extension 0xFF01, enforced by both Aggregators)")
+    p.add_argument("--relay", metavar="URL",
+                   help="upload through this Oblivious HTTP relay (RFC 9458) to the "
+                   "Leader's gateway: the Leader sees the relay's address only")
+    p.add_argument("--ohttp-keys", metavar="FILE",
+                   help="the gateway's key configuration (application/ohttp-keys) to pin; "
+                   "default: fetched through the relay")
     add_json(p)
     p.set_defaults(func=run_command(_cmd_upload))
