@@ -137,3 +137,29 @@ def test_release_problem(tmp_path: Path) -> None:
         TaskOptions.from_json('{"expected_report_rate": -1}')
     assert TaskOptions.from_json(TaskOptions(expected_report_rate=0.5).to_json()) \
         == TaskOptions(expected_report_rate=0.5)
+
+
+def test_leader_selected_batch_grows_to_its_reports_bound(tmp_path: Path) -> None:
+    # The Leader fills a leader-selected batch to max_batch_size (3) normally; a batch
+    # whose reports ask for 5 is filled to 5 and released only then.
+    from dap.collector import CollectionError, Collector
+    from dap.common import BatchMode
+
+    async def go() -> Any:
+        async with AggregatorPair(tmp_path) as pair:
+            pt = pair.provision(Proto("dap-18").count(), min_batch_size=2,
+                                max_batch_size=3, batch_mode=BatchMode.LEADER_SELECTED)
+            ext = [min_batch_size_extension(5)]
+            query = Proto("dap-18").current_batch_query(pt)
+            async with Client(pt.task, extensions=ext) as c:
+                await c.upload([1, 1, 1])
+            async with Collector(pt.task, pt.collector_keypair,
+                                 pt.collector_auth_token) as col:
+                with pytest.raises(CollectionError):
+                    await col.collect(query, timeout=2.0, max_poll_interval=0.1)
+                async with Client(pt.task, extensions=ext) as c:
+                    await c.upload([0, 1])
+                return await col.collect(query, timeout=20.0, max_poll_interval=0.1)
+
+    result = _run(go())
+    assert result.report_count == 5 and result.aggregate_result == 4

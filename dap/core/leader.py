@@ -237,9 +237,16 @@ def _group(tx: Transaction, task: AggregatorTask,
 
 
 def _capacity(tx: Transaction, task: AggregatorTask, batch: LeaderBatchRecord) -> int:
-    committed = sum(b.report_count for b in tx.list_buckets(task.task_id, [batch.batch_id]))
+    buckets = tx.list_buckets(task.task_id, [batch.batch_id])
+    committed = sum(b.report_count for b in buckets)
     in_flight = tx.count_reports_in_active_jobs(task.task_id, batch.batch_id)
-    return task.max_batch_size - committed - in_flight
+    target = task.max_batch_size
+    if task.batch_size_limit is None:
+        # A batch whose reports ask for a larger batch (minimum batch size bounds) is
+        # filled up to that size, so that it can be released; a draft's hard
+        # max_batch_size (DAP-09 fixed_size) is not exceeded.
+        target = max(target, max((b.min_batch_bound for b in buckets), default=0))
+    return target - committed - in_flight
 
 
 def _store_job(tx: Transaction, task: AggregatorTask, batch_id: bytes | None,
@@ -522,12 +529,15 @@ def prepare_collection(tx: Transaction, task: AggregatorTask, job: CollectionJob
 
 
 def _choose_batch(tx: Transaction, task: AggregatorTask, job: CollectionJobRecord) -> bool:
-    """Leader-selected: pick the oldest open batch that can reach min_batch_size."""
+    """Leader-selected: pick the oldest open batch that can reach min_batch_size and the
+    largest minimum batch size bound of its reports aggregated so far."""
     tid = task.task_id
     for batch in tx.list_leader_batches(tid, (LeaderBatchState.OPEN,)):
-        committed = sum(b.report_count for b in tx.list_buckets(tid, [batch.batch_id]))
+        buckets = tx.list_buckets(tid, [batch.batch_id])
+        committed = sum(b.report_count for b in buckets)
         in_flight = tx.count_reports_in_active_jobs(tid, batch.batch_id)
-        if committed + in_flight >= task.task.min_batch_size:
+        bound = max((b.min_batch_bound for b in buckets), default=0)
+        if committed + in_flight >= max(task.task.min_batch_size, bound):
             batch.state = LeaderBatchState.COLLECTING
             tx.update_leader_batch(batch)
             job.batch_id = batch.batch_id
