@@ -27,6 +27,7 @@ import contextlib
 import ctypes
 import dataclasses
 import json
+import math
 import signal
 import sqlite3
 import subprocess
@@ -410,3 +411,44 @@ def test_tampered_encapsulation_is_refused_and_nothing_stored(cluster: Cluster) 
     assert answers[1][1]["type"] == ohttp.KEY_PROBLEM_TYPE  # RFC 9458 Section 5.3
     assert answers[0][1]["type"] == "about:blank"
     assert stored() == 0
+
+
+def test_randomized_dummies_leave_the_debiased_result_unbiased(cluster: Cluster) -> None:
+    # MultiHotHistogramWithClientRandomization (symmetric RAPPOR, eps0 = 1, length 10):
+    # dummies are RAPPOR of the zero vector, debiased with the real reports among n =
+    # report_count. The sum over coordinates of the debiased result estimates the number
+    # of real (one-hot) reports; its standard deviation is sqrt(n L p (1 - p)) / (1 - 2p)
+    # (independent flips), and we accept 5.5 of them: false-failure probability 3.8e-8.
+    # Unrandomized zero dummies would shift it by -L p / (1 - 2p) each: -582 for 100,
+    # far outside the tolerance (334), so the test tells the two apart.
+    from dap import dp
+    from dap.sampling import dummy_measurement
+
+    length, eps0, n_real, n_dummy = 10, 1.0, 300, 100
+    spec = dp.make_spec("MultiHotHistogramWithClientRandomization", epsilon=1.0,
+                        delta=1e-9, eps0=eps0, fp=1e-9)
+    assert spec is not None
+    max_weight = dp.required_max_weight(spec, "Prio3MultihotCountVec", length)
+    vdaf = get_profile("dap-18").build_vdaf(
+        "Prio3MultihotCountVec", {"length": length, "max_weight": max_weight,
+                                  "chunk_length": 3})
+    pt = cluster.provision(vdaf, cluster.leader, min_batch_size=1, time_precision=3600,
+                           profile=get_profile("dap-18"), dp_policy=spec)
+    policy = dp.policy_from_spec(spec, vdaf)
+
+    async def go() -> None:
+        async with Client(pt.task, source_host=CLIENT_ADDR) as client:
+            reals = await client.prepare([i % length for i in range(n_real)])
+            dummies = await client.prepare(
+                [dummy_measurement("Prio3MultihotCountVec", {"length": length}, policy)
+                 for _ in range(n_dummy)], randomized=True)
+            result = await client.upload_reports(reals + dummies)
+            assert result.accepted == n_real + n_dummy
+
+    _run(go())
+    result = _run(_collect(pt))
+    n = n_real + n_dummy
+    assert result.report_count == n
+    p = 1 / (math.exp(eps0) + 1)
+    sd = math.sqrt(n * length * p * (1 - p)) / (1 - 2 * p)
+    assert abs(sum(result.debiased_result) - n_real) <= 5.5 * sd
