@@ -160,3 +160,13 @@ def test_bhttp_strictness() -> None:
                      + b"\x02hi\x01!\x00" + b"\x00")
     req = bhttp.Request.decode(indeterminate)
     assert req.headers == ((b"a", b"b"),) and req.content == b"hi!"
+
+
+@given(st.lists(st.tuples(st.integers(0, 255), st.binary(min_size=32, max_size=32)),
+                min_size=1, max_size=3))
+def test_key_config_list_round_trip(keys: list[tuple[int, bytes]]) -> None:
+    configs = [ohttp.KeyConfig(k, 0x0020, pk, ((1, 1),)) for k, pk in keys]
+    encoded = ohttp.encode_key_configs(configs)
+    assert ohttp.decode_key_configs(encoded) == configs
+    with pytest.raises(ohttp.OhttpError):
+        ohttp.decode_key_configs(encoded[:-1])  # a truncated list is discarded whole

@@ -328,13 +328,14 @@ def test_dummy_reports_are_counted_and_add_nothing(cluster: Cluster) -> None:
 # -- the Oblivious HTTP relay --------------------------------------------------------------
 
 
-def test_uploads_through_the_relay(cluster: Cluster) -> None:
+@pytest.mark.parametrize("profile", ["dap-18", "dap-09"])
+def test_uploads_through_the_relay(cluster: Cluster, profile: str) -> None:
     leader = cluster.leader
     before = leader.log.read_text().count("\n")
-    pt_relay = cluster.provision(Proto("dap-18").histogram(4, 2), leader, min_batch_size=3,
-                                 time_precision=3600, profile=get_profile("dap-18"))
-    pt_direct = cluster.provision(Proto("dap-18").histogram(4, 2), leader, min_batch_size=3,
-                                  time_precision=3600, profile=get_profile("dap-18"))
+    pt_relay = cluster.provision(Proto(profile).histogram(4, 2), leader, min_batch_size=3,
+                                 time_precision=3600, profile=get_profile(profile))
+    pt_direct = cluster.provision(Proto(profile).histogram(4, 2), leader, min_batch_size=3,
+                                  time_precision=3600, profile=get_profile(profile))
     measurements = [0, 3, 3, 1, 2]
     route = RelayRoute(cluster.relay.url)
     via_relay = _run(_upload(pt_relay, measurements, relay=route))
@@ -353,6 +354,10 @@ def test_uploads_through_the_relay(cluster: Cluster) -> None:
     from_client = [x for x in lines if f"request from {CLIENT_ADDR}:" in x]
     assert from_client and all(tid_direct in x or "hpke_config" in x for x in from_client)
     assert len([x for x in from_client if "hpke_config" in x]) == 1  # the direct Client's
+    # DAP-09 uploads one report per PUT: five encapsulated requests, one per report.
+    # (plus one for the hpke_config fetched through the relay; the GET is the keys)
+    uploads = len([x for x in gateway if ": POST " in x]) - 1
+    assert uploads == (5 if profile == "dap-09" else 1)
 
 
 def test_a_refused_report_through_the_relay_is_answered_like_a_direct_one(
