@@ -447,7 +447,11 @@ async def run_demo(settings: DemoSettings,
     uploads = plan.reports + plan.dummies
     if not uploads:
         raise DemoError("no Client took part: raise --reports or --sample-rate")
-    min_batch = (settings.min_batch_bound or 1) if settings.sampling else n
+    # With sampling the batch size is random: the task's min_batch_size is the Clients'
+    # bound, or half the batch (a simulation knows it; a deployment would use the
+    # recipe's B, paper 000 Section 4.1).
+    min_batch = ((settings.min_batch_bound or max(1, len(uploads) // 2))
+                 if settings.sampling else n)
 
     with tempfile.TemporaryDirectory(prefix="ppm-demo-") as tmp:
         runners: list[web.AppRunner] = []
