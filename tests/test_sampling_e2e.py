@@ -457,3 +457,29 @@ def test_randomized_dummies_leave_the_debiased_result_unbiased(cluster: Cluster)
     p = 1 / (math.exp(eps0) + 1)
     sd = math.sqrt(n * length * p * (1 - p)) / (1 - 2 * p)
     assert abs(sum(result.debiased_result) - n_real) <= 5.5 * sd
+
+
+def test_ppm_upload_samples_on_the_device(cluster: Cluster, tmp_path: Path,
+                                          capsys: pytest.CaptureFixture[str]) -> None:
+    from ppm.cli import main
+
+    pt = cluster.provision(Proto("dap-18").sum(13), cluster.leader, min_batch_size=1,
+                           time_precision=3600, profile=get_profile("dap-18"))
+    task_file = tmp_path / "client-task.json"
+    task_file.write_text(json.dumps(pt.client_view()))
+    tid = pt.admin_json("leader")["task_id"]
+    # q = 0: every Client samples itself out, nothing reaches the Leader.
+    assert main(["upload", "--task", str(task_file), "--sample-rate", "0", "--json",
+                 "3", "4", "5"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert (out["accepted"], out["sampled_out"], out["dummies"]) == (0, 3, 0)
+    assert f"/tasks/{tid}/reports" not in cluster.leader.log.read_text()
+    # With dummy rate 1 each sends a zero report instead, here through the relay and with
+    # a bound: counted, adding nothing.
+    assert main(["upload", "--task", str(task_file), "--sample-rate", "0", "--dummy-rate",
+                 "1", "--relay", cluster.relay.url, "--min-batch-bound", "3", "--json",
+                 "3", "4", "5"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert (out["accepted"], out["sampled_out"], out["dummies"]) == (3, 3, 3)
+    result = _run(_collect(pt))
+    assert (result.report_count, result.aggregate_result) == (3, 0)
