@@ -10,13 +10,16 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlsplit
 
 import aiohttp
 
+from dap import bhttp, ohttp
 from dap.codec import DecodeError
 from dap.common import HpkeConfig, HpkeConfigList, ReportError
 from dap.dp import decode_spec, policy_from_spec
 from dap.hpke import choose_config
+from dap.ohttp import KeyConfig
 from dap.problems import ProblemDocument, ProblemDocumentError
 from dap.task import DapTask
 from dap.taskprov import advertisement_headers
@@ -37,13 +40,32 @@ class UploadResult:
     rejected: dict[bytes, ReportError]
 
 
+@dataclass(frozen=True)
+class RelayRoute:
+    """Send everything meant for the Leader through an Oblivious HTTP relay (RFC 9458;
+    paper 000 Section 4.2): each request to the Leader (its HPKE configuration, the
+    uploads) is a binary HTTP message encapsulated to the Leader's gateway and POSTed to
+    `relay_url`, so the Leader sees the relay's address only. `key_config` pins the
+    gateway's key configuration; without it the Client fetches it through the relay
+    (`dap.server.relay`: a deployment should pin it, RFC 9458 Section 3)."""
+
+    relay_url: str
+    key_config: KeyConfig | None = None
+
+
 class Client:
     """Uploads measurements for one task of any profile. HPKE configurations are fetched
     once and cached; `outdated_config` errors refresh them and retry once (DAP-18 Section
-    4.4.2.2)."""
+    4.4.2.2).
+
+    `extensions` are (type, data) report extensions put into every report for both
+    Aggregators (e.g. `dap.sampling.min_batch_size_extension`); `relay` sends the
+    Leader's requests through an Oblivious HTTP relay; `source_host` binds the Client's
+    own connections to a local address (multi-homed hosts, tests)."""
 
     def __init__(self, task: DapTask, session: aiohttp.ClientSession | None = None,
-                 clock: Any = time.time) -> None:
+                 clock: Any = time.time, *, extensions: Sequence[tuple[int, bytes]] = (),
+                 relay: RelayRoute | None = None, source_host: str | None = None) -> None:
         self.task = task
         self.flow = task.profile.flow
         self.vdaf = task.vdaf()
@@ -53,6 +75,10 @@ class Client:
         self.clock = clock
         self.policy = (policy_from_spec(decode_spec(task.dp_policy), self.vdaf)
                        if task.dp_policy is not None else None)
+        self.extensions = tuple(extensions)
+        self.relay = relay
+        self._ohttp_config = relay.key_config if relay is not None else None
+        self.source_host = source_host
 
     async def __aenter__(self) -> Client:
         return self
@@ -68,45 +94,100 @@ class Client:
     @property
     def session(self) -> aiohttp.ClientSession:
         if self._session is None:
-            self._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=60))
+            connector = aiohttp.TCPConnector(
+                local_addr=(self.source_host, 0) if self.source_host else None)
+            self._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=60),
+                                                  connector=connector)
         return self._session
 
-    async def _fetch_config(self, base_url: str) -> HpkeConfig:
+    async def _request(self, method: str, url: str, body: bytes | None = None,
+                       content_type: str | None = None, leader: bool = False,
+                       extra_headers: dict[str, str] | None = None
+                       ) -> tuple[int, str, bytes]:
+        """(status, Content-Type, content) of a request; one meant for the Leader goes
+        through the relay when the Client has one (`extra_headers` then travel inside the
+        encapsulated request)."""
+        extra = extra_headers or {}
+        if not (leader and self.relay is not None):
+            headers = {"Content-Type": content_type} if content_type else {}
+            headers.update(extra)
+            async with self.session.request(method, url, data=body, headers=headers) as resp:
+                return resp.status, resp.headers.get("Content-Type", ""), await resp.read()
+        key_config = await self._gateway_config()
+        parts = urlsplit(url)
+        target = parts.path + (f"?{parts.query}" if parts.query else "")
+        inner_headers = (((b"content-type", content_type.encode()),) if content_type else ()
+                         ) + tuple((k.lower().encode(), v.encode()) for k, v in extra.items())
+        inner = bhttp.Request(method.encode(), parts.scheme.encode(), parts.netloc.encode(),
+                              target.encode(), inner_headers, body or b"")
+        enc_request, ctx = ohttp.encapsulate_request(key_config, inner.encode())
+        async with self.session.post(self.relay.relay_url, data=enc_request,
+                                     headers={"Content-Type": ohttp.REQUEST_MEDIA_TYPE}
+                                     ) as resp:
+            status, got, content = (resp.status, resp.headers.get("Content-Type", ""),
+                                    await resp.read())
+        if status != 200 or got.split(";")[0].strip() != ohttp.RESPONSE_MEDIA_TYPE:
+            # Not encapsulated: an error of the relay or of the gateway (RFC 9458 5.2).
+            raise UploadError(status, "relay or gateway refused the request: "
+                              + content[:200].decode(errors="replace"))
+        try:
+            answer = bhttp.Response.decode(ohttp.decapsulate_response(ctx, content))
+        except (ohttp.OhttpError, bhttp.BhttpError) as exc:
+            raise UploadError(status, f"bad Encapsulated Response: {exc}") from None
+        return (answer.status, (answer.header(b"content-type") or b"").decode(),
+                answer.content)
+
+    async def _gateway_config(self) -> KeyConfig:
+        if self._ohttp_config is None:
+            assert self.relay is not None
+            url = self.relay.relay_url.rstrip("/") + ohttp.WELL_KNOWN_PATH
+            status, _, body = await self._request("GET", url)
+            if status != 200:
+                raise UploadError(status, "cannot get the gateway's key configuration")
+            try:
+                configs = ohttp.decode_key_configs(body)
+            except ohttp.OhttpError as exc:
+                raise UploadError(status, f"bad gateway key configuration: {exc}") from None
+            self._ohttp_config = configs[0]
+        return self._ohttp_config
+
+    async def _fetch_config(self, base_url: str, leader: bool = False) -> HpkeConfig:
         profile = self.task.profile
         resource = profile.request("hpke_config")[1]
         ids = {"task_id": bytes(self.task.task_id)} \
             if "{task-id}" in profile.resources[resource] else {}
         url = profile.resource_url(resource, base_url, **ids)
-        async with self.session.get(url) as resp:
-            body = await resp.read()
-            if resp.status != 200:
-                raise UploadError(resp.status, f"hpke_config: {body[:200]!r}")
+        status, _, body = await self._request("GET", url, leader=leader)
+        if status != 200:
+            raise UploadError(status, f"hpke_config: {body[:200]!r}")
         try:
             return choose_config(HpkeConfigList.decode(body))
         except (DecodeError, ValueError) as exc:
-            raise UploadError(resp.status, f"bad hpke_config response: {exc}") from None
+            raise UploadError(status, f"bad hpke_config response: {exc}") from None
 
     async def hpke_configs(self, refresh: bool = False) -> tuple[HpkeConfig, HpkeConfig]:
         if self._configs is None or refresh:
             self._configs = (
-                await self._fetch_config(self.task.leader_aggregator_endpoint),
+                await self._fetch_config(self.task.leader_aggregator_endpoint, leader=True),
                 await self._fetch_config(self.task.helper_aggregator_endpoint))
         return self._configs
 
     async def prepare(self, measurements: Sequence[Any],
-                      time_seconds: float | None = None) -> list[Any]:
+                      time_seconds: float | None = None, randomized: bool = False
+                      ) -> list[Any]:
         """Reports for the measurements (client-side DP noise applied when the task's
-        policy has one)."""
+        policy has one, unless they are `randomized` already, e.g. dummy reports made by
+        `dap.sampling.dummy_measurement`)."""
         leader, helper = await self.hpke_configs()
         now = time_seconds if time_seconds is not None else self.clock()
         t = self.flow.report_time(self.task, now)
         reports: list[Any] = []
         for m in measurements:
-            if self.policy is not None:
+            if self.policy is not None and not randomized:
                 m = self.policy.add_noise_to_measurement(m)
             reports.append(self.flow.generate_report(
                 self.task, m, time=t, leader_hpke_config=leader, helper_hpke_config=helper,
-                vdaf=self.vdaf))
+                vdaf=self.vdaf, extensions=self.extensions))
         return reports
 
     async def upload_reports(self, reports: Sequence[Any]) -> UploadResult:
@@ -118,12 +199,10 @@ class Client:
         url = self.task.profile.resource_url("reports", self.task.leader_aggregator_endpoint,
                                              task_id=self.task.task_id)
         message, body = self.flow.encode_upload(reports)
-        headers = {"Content-Type": self.task.profile.media_type_for(message),
-                   **advertisement_headers(self.task)}
         method = self.task.profile.request("upload")[0]
-        async with self.session.request(method, url, data=body, headers=headers) as resp:
-            content = await resp.read()
-            status = resp.status
+        status, _, content = await self._request(
+            method, url, body, self.task.profile.media_type_for(message), leader=True,
+            extra_headers=advertisement_headers(self.task))
         if status >= 400:
             try:
                 doc = ProblemDocument.from_json(content)
@@ -144,11 +223,10 @@ class Client:
 
         async def put(report: Any) -> ReportError | None:
             message, body = self.flow.encode_upload([report])
-            headers = {"Content-Type": self.task.profile.media_type_for(message)}
-            async with sem, self.session.request(method, url, data=body,
-                                                 headers=headers) as resp:
-                content = await resp.read()
-                status = resp.status
+            async with sem:
+                status, _, content = await self._request(
+                    method, url, body, self.task.profile.media_type_for(message),
+                    leader=True)
             if status < 400:
                 return None
             try:

@@ -50,6 +50,41 @@ _U64_MAX = (1 << 64) - 1
 #: (draft-wang-ppm-differential-privacy) to a task (see dap/dp.py and the README).
 DP_POLICY_EXTENSION = 0xFF00
 
+#: This project's private-use REPORT extension carrying the smallest batch the Client
+#: accepts its report to be released in (paper 000 Section 4.8, "the parameter B itself
+#: is part of the encrypted shares from the client"; paper 004 Section 3.1, "the minimum
+#: cohort is communicated from the device to the aggregation protocol"). Its data is a
+#: uint32 in network byte order, at least 1. No DAP draft reserves a private-use range
+#: of report extension types; 0xFF01 is beside our task extension 0xFF00 and clear of
+#: the taskprov drafts' report extension (0xFF00 in its early versions). DAP-18/19 carry
+#: it among the public extensions (in ReportMetadata, bound into both Aggregators' HPKE
+#: associated data); DAP-09, which has no public extensions, in both Aggregators'
+#: PlaintextInputShare (inside the AEAD). Stripping or changing it makes the report
+#: undecryptable. Each Aggregator refuses to release an aggregate share for a batch
+#: smaller than the largest bound of its reports (`dap.core.buckets.release_problem`).
+MIN_BATCH_SIZE_EXTENSION = 0xFF01
+
+#: Report extension types the Aggregators recognize.
+RECOGNIZED_REPORT_EXTENSIONS = frozenset({MIN_BATCH_SIZE_EXTENSION})
+
+
+def encode_min_batch_size(bound: int) -> bytes:
+    """The data of a MIN_BATCH_SIZE_EXTENSION."""
+    if not 1 <= bound <= 0xFFFFFFFF:
+        raise ValueError("a minimum batch size bound is a uint32 of at least 1")
+    return bound.to_bytes(4, "big")
+
+
+def decode_min_batch_size(data: bytes) -> int:
+    """The bound in a MIN_BATCH_SIZE_EXTENSION's data; ValueError unless exactly a uint32
+    of at least 1."""
+    if len(data) != 4:
+        raise ValueError(f"minimum batch size extension of {len(data)} bytes, not 4")
+    bound = int.from_bytes(data, "big")
+    if bound < 1:
+        raise ValueError("minimum batch size bound 0")
+    return bound
+
 
 class ReportError(IntEnum):
     """The protocol core's per-report errors (every draft's ``ReportError`` /

@@ -19,6 +19,19 @@ Defaults per VDAF (`--vdaf`, with `--length` L, default 10):
                       (w from the policy; 3 without a policy)
     Count             Prio3Count                      none (no policy of the draft fits)
     Sum               Prio3Sum(100)                   none
+
+Samplable anonymous aggregation (paper 000) and random check-ins (paper 002), each
+optional: `--sample-rate q` makes `--reports` the population, each simulated Client
+taking part with probability q (its own coin: sampled-out Clients send nothing);
+`--dummy-rate r` has each sampled-out Client send a zero-effect dummy report with
+probability r (not for Histogram: it has no zero measurement); `--min-batch-bound B`
+binds "release me only in a batch of at least B" into every report (both Aggregators
+enforce it; it is also the task's min_batch_size); `--checkin-window m`
+(`--checkin-prob p`) has each Client check in at a uniform slot of the last m
+time_precision slots; `--relay` uploads through an Oblivious HTTP relay to the Leader's
+gateway. The guarantee printed composes the aggregation and noise guarantee at the
+released batch with the Clients' sampling (paper 000 Theorem 4) and, for a
+Client-randomized policy, the check-ins bound (paper 002 Theorem 3.2).
 """
 
 from __future__ import annotations
@@ -73,6 +86,19 @@ class DemoSettings:
     batch_mode: str = "time-interval"
     seed: int = 2024
     timeout: float = 60.0
+    # Samplable anonymous aggregation (paper 000) and random check-ins (paper 002).
+    sample_rate: float | None = None      # Poisson sampling; `reports` is the population
+    dummy_rate: float = 0.0               # P(dummy report | sampled out)
+    min_batch_bound: int | None = None    # bound into every report (and min_batch_size)
+    checkin_window: int | None = None     # m slots (time_precision units) ending now
+    checkin_prob: float = 1.0             # p of the (R, p)-check-in
+    relay: bool = False                   # upload through an Oblivious HTTP relay
+
+    @property
+    def sampling(self) -> bool:
+        return (self.sample_rate is not None or self.dummy_rate > 0
+                or self.min_batch_bound is not None or self.checkin_window is not None
+                or self.relay)
 
 
 class DemoError(Exception):
@@ -227,6 +253,20 @@ def resolve(settings: DemoSettings) -> tuple[Any, dict[str, Any] | None, Any]:
         raise ValueError("length must be at least 1")
     if settings.reports < 1:
         raise ValueError("reports must be at least 1")
+    for name_, value in (("sample-rate", settings.sample_rate),
+                         ("dummy-rate", settings.dummy_rate),
+                         ("checkin-prob", settings.checkin_prob)):
+        if value is not None and not 0.0 <= value <= 1.0:
+            raise ValueError(f"{name_} must be in [0, 1]")
+    if settings.min_batch_bound is not None and settings.min_batch_bound < 1:
+        raise ValueError("min-batch-bound must be at least 1")
+    if settings.checkin_window is not None and settings.checkin_window < 1:
+        raise ValueError("checkin-window must be at least 1")
+    if settings.dummy_rate > 0 and name == "Prio3Histogram":
+        raise ValueError("Prio3Histogram has no zero-effect dummy report (exactly one "
+                         "bucket is set): use --vdaf MultihotCountVec, Count, Sum or SumVec")
+    if settings.checkin_window is not None and settings.batch_mode != "time-interval":
+        raise ValueError("check-ins pick time slots: use the time-interval batch mode")
     kwargs: dict[str, Any] = {"length": settings.length}
     if name == "Prio3Sum":
         kwargs = {"max_measurement": SUM_MAX}
@@ -241,6 +281,138 @@ def resolve(settings: DemoSettings) -> tuple[Any, dict[str, Any] | None, Any]:
     vdaf = get_profile(PROFILE).build_vdaf(name, kwargs)
     policy = dp.policy_from_spec(spec, vdaf) if spec is not None else None
     return vdaf, spec, policy
+
+
+# ---------------------------------------------------------------------------------------
+# Participation: sampling, check-ins, dummies (paper 000, paper 002)
+# ---------------------------------------------------------------------------------------
+
+
+@dataclass
+class Participation:
+    """What the simulated Clients decided (each with the CSPRNG: these are protocol
+    decisions, not the simulation's)."""
+
+    reports: list[tuple[tuple[Any, bool], float]]   # ((measurement, randomized), time)
+    dummies: list[tuple[tuple[Any, bool], float]]
+    true: Any
+    population: int
+    sampled_out: int
+    abstained: int
+    window: tuple[int, int] | None                  # check-in slots (units), inclusive
+    extensions: tuple[tuple[int, bytes], ...]
+
+    def summary(self) -> dict[str, Any]:
+        return {"population": self.population, "contributing": len(self.reports),
+                "dummies": len(self.dummies), "sampled_out": self.sampled_out,
+                "checkin_abstained": self.abstained,
+                "checkin_window": list(self.window) if self.window else None}
+
+
+def participation(settings: DemoSettings, vdaf: Any, policy: Any, measurements: list[Any],
+                  now: int) -> Participation:
+    """Each of the population's Clients decides by itself (`dap.sampling`): Poisson
+    sampling, then (if sampled) a random check-in slot, else (maybe) a dummy."""
+    from dap import sampling
+
+    name = registry.name_of(vdaf)
+    params = registry.parameters_of(vdaf)
+    plan = sampling.ParticipationPlan(q=settings.sample_rate if settings.sample_rate
+                                      is not None else 1.0,
+                                      dummy_rate=settings.dummy_rate,
+                                      min_batch_size=settings.min_batch_bound)
+    window = None
+    if settings.checkin_window is not None:
+        top = now // TIME_PRECISION
+        window = sampling.fixed_window(settings.checkin_window,
+                                       start=top - settings.checkin_window + 1)
+
+    def when() -> float | None:
+        if window is None:
+            return float(now)
+        slot = sampling.random_checkin(window, settings.checkin_prob)
+        return None if slot is None else float(slot * TIME_PRECISION + 1)
+
+    reports, dummies, kept = [], [], []
+    sampled_out = abstained = 0
+    for m in measurements:
+        decision = plan.decide()
+        if decision == sampling.Decision.CONTRIBUTE:
+            t = when()
+            if t is None:
+                abstained += 1
+                continue
+            reports.append(((m, False), t))
+            kept.append(m)
+            continue
+        sampled_out += 1
+        if decision == sampling.Decision.DUMMY:
+            t = when()
+            if t is not None:
+                dummies.append(((sampling.dummy_measurement(name, params, policy), True), t))
+    true = _true_aggregate(vdaf, policy, kept)
+    return Participation(reports, dummies, true, len(measurements), sampled_out, abstained,
+                         (window[0], window[-1]) if window is not None else None,
+                         plan.extensions())
+
+
+def _true_aggregate(vdaf: Any, policy: Any, ms: list[Any]) -> Any:
+    name = registry.name_of(vdaf)
+    if name in ("Prio3Count", "Prio3Sum"):
+        return sum(int(m) for m in ms)
+    length = registry.parameters_of(vdaf)["length"]
+    if name == "Prio3Histogram" or (name == "Prio3MultihotCountVec" and policy is not None):
+        return [sum(1 for m in ms if m == i) for i in range(length)]
+    return [sum(int(m[i]) for m in ms) for i in range(length)]
+
+
+def _by_time(items: list[tuple[tuple[Any, bool], float]]
+             ) -> list[tuple[float, list[tuple[Any, bool]]]]:
+    """Reports grouped by report time, each group in a random order (dummies are
+    interleaved with real reports, as they would be in a deployment)."""
+    import secrets
+
+    groups: dict[float, list[tuple[Any, bool]]] = {}
+    for item, t in items:
+        groups.setdefault(t, []).append(item)
+    out = []
+    for t in sorted(groups):
+        group = groups[t]
+        for i in range(len(group) - 1, 0, -1):  # Fisher-Yates with the CSPRNG
+            j = secrets.randbelow(i + 1)
+            group[i], group[j] = group[j], group[i]
+        out.append((t, group))
+    return out
+
+
+def composed_guarantee(settings: DemoSettings, primary: dict[str, Any],
+                       all_g: dict[str, Any]) -> dict[str, Any]:
+    """The guarantee beside the result: the aggregation-and-noise guarantee at the
+    released batch, amplified by the Clients' Poisson sampling (paper 000 Section 3,
+    Theorem 4); for a Client-randomized policy also the random check-ins bound (paper
+    002 Theorem 3.2, its eps0 being the policy's local guarantee in the replacement
+    model, 2 eps0 for RAPPOR's deletion-model eps0)."""
+    from dp_policy import amplification
+
+    out: dict[str, Any] = {"aggregate": primary}
+    q = settings.sample_rate if settings.sample_rate is not None else 1.0
+    if primary.get("protected"):
+        eps, delta = amplification.poisson_sampling(float(primary["epsilon"]),
+                                                    float(primary["delta"]), q)
+        out["sampled"] = {"epsilon": eps, "delta": delta, "q": q,
+                          "method": "paper 000 Theorem 4 (Poisson sampling)"}
+    local = all_g.get("OC")
+    if settings.checkin_window is not None and local and local.get("protected"):
+        eps0 = 2.0 * float(local["epsilon"])  # replacement model
+        res = amplification.checkins_fixed_epsilon(
+            eps0, settings.checkin_window, q * settings.checkin_prob, settings.delta)
+        out["checkins"] = {"epsilon": res.epsilon, "delta": res.delta,
+                           "method": res.theorem, "m": settings.checkin_window,
+                           "p0": q * settings.checkin_prob, "eps0": eps0,
+                           # The theorem is for small eps0 and many slots; past eps0
+                           # it says nothing the local guarantee does not.
+                           "vacuous": res.epsilon >= eps0}
+    return out
 
 
 async def run_demo(settings: DemoSettings,
@@ -268,6 +440,18 @@ async def run_demo(settings: DemoSettings,
     mode = (BatchMode.TIME_INTERVAL if settings.batch_mode == "time-interval"
             else BatchMode.LEADER_SELECTED)
     measurements, true = simulate(vdaf, policy, n, random.Random(settings.seed))
+    plan = participation(settings, vdaf, policy, measurements, int(time.time()))
+    if settings.sampling:
+        measurements = [m for m, _ in plan.reports]
+        true = plan.true
+    uploads = plan.reports + plan.dummies
+    if not uploads:
+        raise DemoError("no Client took part: raise --reports or --sample-rate")
+    # With sampling the batch size is random: the task's min_batch_size is the Clients'
+    # bound, or half the batch (a simulation knows it; a deployment would use the
+    # recipe's B, paper 000 Section 4.1).
+    min_batch = ((settings.min_batch_bound or max(1, len(uploads) // 2))
+                 if settings.sampling else n)
 
     with tempfile.TemporaryDirectory(prefix="ppm-demo-") as tmp:
         runners: list[web.AppRunner] = []
@@ -279,7 +463,8 @@ async def run_demo(settings: DemoSettings,
                 config = AggregatorConfig(
                     role=role, datastore=str(Path(tmp) / f"{role}.sqlite"),
                     listen_host="127.0.0.1", listen_port=port, sqlite_synchronous="NORMAL",
-                    worker_interval=0.02, straggler_age=0.2, retry_after=1)
+                    worker_interval=0.02, straggler_age=0.2, retry_after=1,
+                    ohttp_gateway=settings.relay and role == "leader")
                 app = build_app(config)
                 runner = web.AppRunner(app, access_log=None)
                 await runner.setup()
@@ -289,10 +474,26 @@ async def run_demo(settings: DemoSettings,
                 states[role] = app[STATE_KEY]
             status(f"leader  {urls['leader']}   helper  {urls['helper']}   "
                    f"(SQLite under {tmp})")
+            route = None
+            if settings.relay:
+                from dap.client import RelayRoute
+                from dap.server.relay import RelayConfig, build_relay_app
 
+                sock, port = _listen()
+                runner = web.AppRunner(build_relay_app(RelayConfig(
+                    urls["leader"].rstrip("/") + "/.well-known/ohttp-gateway")),
+                    access_log=None)
+                await runner.setup()
+                runners.append(runner)
+                await web.SockSite(runner, sock).start()
+                route = RelayRoute(f"http://127.0.0.1:{port}/")
+                status(f"relay   {route.relay_url} -> the Leader's Oblivious HTTP gateway")
+
+            total = len(uploads)
             pt = new_task(vdaf, urls["leader"], urls["helper"], batch_mode=mode,
-                          min_batch_size=n, time_precision=TIME_PRECISION, dp_policy=spec,
-                          max_batch_size=n if mode == BatchMode.LEADER_SELECTED else None,
+                          min_batch_size=min_batch, time_precision=TIME_PRECISION,
+                          dp_policy=spec,
+                          max_batch_size=total if mode == BatchMode.LEADER_SELECTED else None,
                           task_info=b"ppm demo")
             for role, record in (("helper", pt.helper_record), ("leader", pt.leader_record)):
                 with states[role].datastore.transaction() as tx:
@@ -302,25 +503,36 @@ async def run_demo(settings: DemoSettings,
                    f"DP policy {dp.describe_spec(spec)}")
             t_ready = time.monotonic()
 
-            # Upload, in requests of UPLOAD_CHUNK reports.
+            # Upload, in requests of UPLOAD_CHUNK reports (real and dummy reports mixed
+            # in one random order, each at its own time).
             first = int(time.time())
             rejected = 0
-            async with Client(pt.task) as client:
-                progress.update("uploading ", 0, n)
-                for i in range(0, n, UPLOAD_CHUNK):
-                    chunk = measurements[i : i + UPLOAD_CHUNK]
-                    result = await client.upload(chunk, batch_size=UPLOAD_CHUNK)
-                    rejected += len(result.rejected)
-                    progress.update("uploading ", min(n, i + UPLOAD_CHUNK), n)
+            async with Client(pt.task, extensions=plan.extensions, relay=route) as client:
+                progress.update("uploading ", 0, total)
+                done = 0
+                for t_report, items in _by_time(uploads):
+                    for i in range(0, len(items), UPLOAD_CHUNK):
+                        chunk = items[i : i + UPLOAD_CHUNK]
+                        reports = []
+                        for measurement, randomized in chunk:
+                            reports += await client.prepare([measurement], t_report,
+                                                            randomized=randomized)
+                        result = await client.upload_reports(reports)
+                        rejected += len(result.rejected)
+                        done += len(chunk)
+                        progress.update("uploading ", done, total)
             progress.done()
             last = int(time.time())
             t_uploaded = time.monotonic()
             if rejected:
-                raise DemoError(f"the Leader rejected {rejected} of {n} reports")
-            status(f"uploaded {n} reports in {t_uploaded - t_ready:.1f} s; collecting ...")
+                raise DemoError(f"the Leader rejected {rejected} of {total} reports")
+            status(f"uploaded {total} reports in {t_uploaded - t_ready:.1f} s; "
+                   "collecting ...")
 
             if mode == BatchMode.TIME_INTERVAL:
                 lo, hi = first // TIME_PRECISION, last // TIME_PRECISION
+                if plan.window is not None:
+                    lo = min(lo, plan.window[0])
                 query = pt.task.profile.flow.query_interval(
                     pt.task, Interval(Time(lo), Duration(hi - lo + 1)))
             else:
@@ -340,11 +552,16 @@ async def run_demo(settings: DemoSettings,
     err = errors(true, private)
     if std is not None:
         err["expected_std"] = std
-    return {
+    extra: dict[str, Any] = {}
+    if settings.sampling:
+        extra = {"participation": plan.summary(),
+                 "composed_guarantee": composed_guarantee(settings, primary, all_g)}
+    return {**extra,
         "ok": True,
         "vdaf": registry.name_of(vdaf), "vdaf_description": registry.describe(vdaf),
         "dp_policy": spec, "batch_mode": settings.batch_mode,
-        "reports": n, "report_count": collection.report_count,
+        "reports": n if not settings.sampling else len(uploads),
+        "report_count": collection.report_count,
         "interval": interval_json(collection.interval, TIME_PRECISION),
         "true": true, "private": private if not isinstance(private, float) else
         json_number(private),

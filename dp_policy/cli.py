@@ -15,9 +15,10 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import sys
 from typing import Any
 
-from dp_policy import accounting, calibration
+from dp_policy import accounting, amplification, calibration
 
 # The draft's Tables 1 and 2 (Section 6.1.1 and 6.2, "Utility"), as printed.
 TABLE1 = (  # (epsilon, delta, std, n, eps0)
@@ -165,6 +166,151 @@ def _cmd_tables(args: argparse.Namespace) -> int:
     return _emit(args, obj, lines)
 
 
+# ---------------------------------------------------------------------------------------
+# Samplable anonymous aggregation and random check-ins (issue 17; papers 000, 002, 004):
+#   ppm dp sampling         --epsilon E --delta D --q Q
+#   ppm dp sampled-gaussian --sigma S --q Q --rounds T --delta D
+#   ppm dp checkins         --eps0 E0 --m M --delta D [--p0 P --window fixed|sliding --n N]
+#   ppm dp min-cohort       --eps0 E0 --epsilon E --delta D [--method ...] [--deletion]
+# ---------------------------------------------------------------------------------------
+
+
+def _cmd_sampling(args: argparse.Namespace) -> int:
+    eps, delta = amplification.poisson_sampling(args.epsilon, args.delta, args.q)
+    obj = {"epsilon": eps, "delta": delta, "q": args.q, "base_epsilon": args.epsilon,
+           "base_delta": args.delta, "method": "Poisson sampling (paper 000 Theorem 4)"}
+    return _emit(args, obj, [
+        f"({args.epsilon:g}, {args.delta:g})-DP on a Poisson sample of rate q = {args.q:g}:",
+        f"  ({eps:.6g}, {delta:.6g})-DP  [paper 000 Theorem 4: log(1 + q(e^eps - 1)), "
+        "q delta]"])
+
+
+def _cmd_sampled_gaussian(args: argparse.Namespace) -> int:
+    res = amplification.sampled_gaussian_epsilon(args.q, args.sigma, args.rounds, args.delta,
+                                                 args.conversion)
+    per_round = amplification.sampled_gaussian_epsilon(args.q, args.sigma, 1, args.delta,
+                                                       args.conversion)
+    unsampled = amplification.gaussian_composed_epsilon(args.sigma, args.rounds, args.delta)
+    expected = max(1, round(args.q * args.rounds))
+    participating = amplification.gaussian_composed_epsilon(args.sigma, expected, args.delta)
+    obj = {"epsilon": res.epsilon, "delta": args.delta, "order": res.order,
+           "q": args.q, "sigma": args.sigma, "rounds": args.rounds,
+           "epsilon_one_round": per_round.epsilon,
+           "unsampled_epsilon": unsampled,
+           "unsampled_mu": amplification.gaussian_mu(args.sigma, args.rounds),
+           "participating_rounds": expected,
+           "participating_epsilon": participating,
+           "method": res.method}
+    lines = [f"Poisson-sampled Gaussian, q = {args.q:g}, sigma = {args.sigma:g}, "
+             f"{args.rounds} rounds, delta = {args.delta:g}:",
+             f"  sampled, RDP: epsilon = {res.epsilon:.6g} (order {res.order:g}); "
+             f"one round {per_round.epsilon:.6g}",
+             f"  unsampled, exact (GDP mu = "
+             f"{amplification.gaussian_mu(args.sigma, args.rounds):.4g}): "
+             f"epsilon = {unsampled:.6g}",
+             f"  unsampled over the ~q T = {expected} rounds a Client takes part in: "
+             f"epsilon = {participating:.6g}"]
+    return _emit(args, obj, lines)
+
+
+def _cmd_checkins(args: argparse.Namespace) -> int:
+    if args.window == "fixed":
+        res = amplification.checkins_fixed_epsilon(args.eps0, args.m, args.p0, args.delta,
+                                                   args.delta0, args.delta1)
+    else:
+        res = amplification.checkins_sliding_epsilon(args.eps0, args.m, args.delta,
+                                                     args.delta0, args.delta1)
+    obj: dict[str, Any] = {"epsilon": res.epsilon, "delta": res.delta, "eps0": args.eps0,
+                           "m": args.m, "window": args.window, "theorem": res.theorem}
+    if args.window == "fixed":
+        obj["p0"] = args.p0
+    lines = [f"random check-ins ({args.window} window, m = {args.m}, eps0 = {args.eps0:g}): "
+             f"({res.epsilon:.6g}, {res.delta:.6g})-DP  [{res.theorem}]"]
+    if args.n is not None:
+        dummies = (amplification.expected_dummies_fixed(args.m, args.n, args.p0)
+                   if args.window == "fixed"
+                   else amplification.expected_dummies_sliding(args.m, args.n))
+        shuffle = amplification.shuffling_epsilon_bkmtt(args.eps0, args.n, args.delta)
+        obj.update({"n": args.n, "expected_dummies": dummies.expected,
+                    "expected_dummies_bound": dummies.bound,
+                    "dummies_proposition": dummies.proposition,
+                    "shuffling_epsilon": shuffle})
+        lines.append(f"  expected dummy updates with n = {args.n}: {dummies.expected:.6g} "
+                     f"(bound {dummies.bound:.6g}, {dummies.proposition})")
+        lines.append(f"  shuffling n reports instead: epsilon = {shuffle:.6g} "
+                     "[002 Theorem 5.1]")
+    return _emit(args, obj, lines)
+
+
+def _cmd_min_cohort(args: argparse.Namespace) -> int:
+    m = amplification.min_cohort(args.eps0, args.epsilon, args.delta, args.method,
+                                 args.deletion)
+    obj = {"min_cohort": m, "epsilon": args.epsilon, "delta": args.delta, "eps0": args.eps0,
+           "method": args.method, "deletion": args.deletion}
+    text = "not reached" if m is None else str(m)
+    return _emit(args, obj, [f"smallest cohort for ({args.epsilon:g}, {args.delta:g})-DP "
+                             f"from {args.eps0:g}-DP reports ({args.method}): {text}"])
+
+
+def _one_line_errors(name: str, cmd: Any) -> Any:
+    """Bad parameters are one clear line on stderr (exit 2), not a traceback."""
+    def run(args: argparse.Namespace) -> int:
+        try:
+            return int(cmd(args))
+        except ValueError as exc:
+            print(f"ppm dp {name}: error: {exc}", file=sys.stderr)
+            return 2
+    return run
+
+
+def _probability(text: str) -> float:
+    value = float(text)
+    if not 0.0 <= value <= 1.0:
+        raise argparse.ArgumentTypeError(f"{text} is not in [0, 1]")
+    return value
+
+
+def _register_sampling(leaf: Any) -> None:
+    p = leaf("sampling", "amplification by Poisson sampling (paper 000 Theorem 4)")
+    p.add_argument("--epsilon", type=float, required=True)
+    p.add_argument("--delta", type=float, required=True)
+    p.add_argument("--q", type=_probability, required=True, help="sampling rate")
+    p.set_defaults(func=_one_line_errors("sampling", _cmd_sampling))
+
+    p = leaf("sampled-gaussian", "Poisson-sampled Gaussian over T rounds (RDP) and the "
+             "unsampled Gaussian composed exactly (GDP)")
+    p.add_argument("--sigma", type=float, required=True, help="noise multiplier")
+    p.add_argument("--q", type=_probability, required=True)
+    p.add_argument("--rounds", type=int, required=True)
+    p.add_argument("--delta", type=float, required=True)
+    p.add_argument("--conversion", choices=("cks20", "mironov"), default="cks20")
+    p.set_defaults(func=_one_line_errors("sampled-gaussian", _cmd_sampled_gaussian))
+
+    p = leaf("checkins", "random check-ins (paper 002 Theorems 3.2, 4.3; Propositions 3.4, "
+             "4.4 with --n)")
+    p.add_argument("--eps0", type=float, required=True)
+    p.add_argument("--m", type=int, required=True, help="window length in slots")
+    p.add_argument("--delta", type=float, required=True)
+    p.add_argument("--p0", type=_probability, default=1.0, help="check-in probability")
+    p.add_argument("--window", choices=("fixed", "sliding"), default="fixed")
+    p.add_argument("--n", type=int, help="number of clients (expected dummies)")
+    p.add_argument("--delta0", type=float, default=0.0,
+                   help="delta of an (eps0, delta0)-DP randomizer")
+    p.add_argument("--delta1", type=float, help="failure probability for --delta0")
+    p.set_defaults(func=_one_line_errors("checkins", _cmd_checkins))
+
+    p = leaf("min-cohort", "smallest cohort for (epsilon, delta) from eps0-DP reports "
+             "(paper 004 Section 3.1, Check 3)")
+    p.add_argument("--eps0", type=float, required=True)
+    p.add_argument("--epsilon", type=float, required=True)
+    p.add_argument("--delta", type=float, required=True)
+    p.add_argument("--method", choices=amplification.MIN_COHORT_METHODS,
+                   default="numerical")
+    p.add_argument("--deletion", action="store_true",
+                   help="eps0 is a deletion-model guarantee (use 2 eps0)")
+    p.set_defaults(func=_one_line_errors("min-cohort", _cmd_min_cohort))
+
+
 def register(subparsers: Any) -> None:
     """Add `dp` and its sub-commands to the `ppm` parser."""
     dp = subparsers.add_parser("dp", help="differential privacy: calibration and accounting")
@@ -213,3 +359,5 @@ def register(subparsers: Any) -> None:
 
     p = leaf("tables", "the draft's Tables 1 and 2 recomputed")
     p.set_defaults(func=_cmd_tables)
+
+    _register_sampling(leaf)

@@ -22,9 +22,9 @@ from dap.dp import DEFAULT_DELTA, DEFAULT_FP, describe_spec
 class Progress:
     """A plain-text progress bar on a terminal (`\\r` redraws); silent otherwise."""
 
-    def __init__(self, enabled: bool, stream: TextIO = sys.stderr, width: int = 30) -> None:
+    def __init__(self, enabled: bool, stream: TextIO | None = None, width: int = 30) -> None:
         self.enabled = enabled
-        self.stream = stream
+        self.stream = stream or sys.stderr  # looked up now, not at import (test capture)
         self.width = width
         self._shown = False
 
@@ -46,9 +46,9 @@ class Progress:
 
 
 class Status:
-    def __init__(self, enabled: bool, stream: TextIO = sys.stderr) -> None:
+    def __init__(self, enabled: bool, stream: TextIO | None = None) -> None:
         self.enabled = enabled
-        self.stream = stream
+        self.stream = stream or sys.stderr
 
     def __call__(self, message: str) -> None:
         if self.enabled:
@@ -113,10 +113,39 @@ def render(result: dict[str, Any]) -> str:
                   if m != model]
         if others:
             lines.append("         other trust models: " + "; ".join(others))
+    if "participation" in result:
+        lines += render_sampling(result)
     t = result["timings"]
     lines.append(f"time: {t['total']:.1f} s (setup {t['setup']:.1f} s, upload "
                  f"{t['upload']:.1f} s, collect {t['collect']:.1f} s)")
     return "\n".join(lines)
+
+
+def render_sampling(result: dict[str, Any]) -> list[str]:
+    """Who took part, and the guarantee composed from sampling, aggregation and noise."""
+    p = result["participation"]
+    lines = [f"participation: {p['contributing']} of {p['population']} Clients contributed,"
+             f" {p['sampled_out']} sampled themselves out (and sent nothing but "
+             f"{p['dummies']} dummy reports)"]
+    if p["checkin_window"]:
+        lo, hi = p["checkin_window"]
+        lines.append(f"               random check-ins over {hi - lo + 1} slots, "
+                     f"{p['checkin_abstained']} abstained")
+    g = result["composed_guarantee"]
+    if "sampled" in g:
+        s = g["sampled"]
+        lines.append(f"composed: aggregation and noise {describe_guarantee(g['aggregate'])}"
+                     f" at {result['report_count']} reports, sampled at q = {s['q']:g}: "
+                     f"({s['epsilon']:.4g}, {s['delta']:.2g})-DP  [{s['method']}]")
+    if "checkins" in g:
+        c = g["checkins"]
+        text = (f"no amplification (the bound {c['epsilon']:.3g} exceeds the local eps0 = "
+                f"{c['eps0']:g}; it needs a small eps0 and many slots)" if c["vacuous"] else
+                f"({c['epsilon']:.4g}, {c['delta']:.2g})-DP")
+        lines.append(f"          random check-ins (m = {c['m']}, p0 = {c['p0']:g}): "
+                     f"{text}  [{c['method']}]")
+    return lines
+
 
 # ---------------------------------------------------------------------------------------
 # ppm demo
@@ -127,7 +156,10 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     settings = demo.DemoSettings(
         vdaf=args.vdaf, policy=args.policy, reports=args.reports, epsilon=args.epsilon,
         delta=args.delta, eps0=args.eps0, fp=args.fp, length=args.length,
-        batch_mode=args.batch_mode, seed=args.seed, timeout=args.timeout)
+        batch_mode=args.batch_mode, seed=args.seed, timeout=args.timeout,
+        sample_rate=args.sample_rate, dummy_rate=args.dummy_rate,
+        min_batch_bound=args.min_batch_bound, checkin_window=args.checkin_window,
+        checkin_prob=args.checkin_prob, relay=args.relay)
     with usage_errors():
         resolved = demo.resolve(settings)
     interactive = not args.json
@@ -167,5 +199,18 @@ def register(subparsers: Any) -> None:
     p.add_argument("--seed", type=int, default=2024,
                    help="seed of the simulated measurements (not of the protocol or noise)")
     p.add_argument("--timeout", type=float, default=60.0, help=argparse.SUPPRESS)
+    p.add_argument("--sample-rate", type=float, default=None, metavar="Q",
+                   help="Poisson sampling: --reports is the population, each Client takes "
+                   "part with probability Q (paper 000)")
+    p.add_argument("--dummy-rate", type=float, default=0.0, metavar="R",
+                   help="a sampled-out Client sends a dummy report with probability R")
+    p.add_argument("--min-batch-bound", type=positive_int, default=None, metavar="B",
+                   help="bind 'release only in a batch of at least B' into every report")
+    p.add_argument("--checkin-window", type=positive_int, default=None, metavar="M",
+                   help="random check-ins over the last M time slots (paper 002)")
+    p.add_argument("--checkin-prob", type=float, default=1.0, metavar="P",
+                   help="check-in probability (default 1)")
+    p.add_argument("--relay", action="store_true",
+                   help="upload through an Oblivious HTTP relay to the Leader's gateway")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=run_command(_cmd_demo))

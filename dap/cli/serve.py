@@ -41,8 +41,35 @@ def _cmd_serve(role: str) -> Callable[[argparse.Namespace], int]:
     return run_command(cmd)
 
 
+def _cmd_relay(args: argparse.Namespace) -> int:
+    from dap.server.relay import RelayConfig, run
+
+    if not args.gateway.startswith(("http://", "https://")):
+        raise usage_error(f"--gateway must be an http(s) URL, got {args.gateway!r}")
+    config = RelayConfig(args.gateway, args.source_host, args.max_body)
+    try:
+        run(config, args.listen_host, args.listen_port)
+    except OSError as exc:
+        raise CliError(f"cannot serve on {args.listen_host}:{args.listen_port}: "
+                       f"{exc.strerror or exc}") from None
+    return 0
+
+
 def register(subparsers: Any) -> None:
-    """Add `leader` and `helper` to the `ppm` parser."""
+    """Add `leader`, `helper` and `relay` to the `ppm` parser."""
+    p = subparsers.add_parser(
+        "relay", help="run an Oblivious HTTP relay (RFC 9458) for a Leader's gateway",
+        description="Forward Encapsulated Requests POSTed to / to one Oblivious HTTP "
+        "gateway (a Leader with \"ohttp_gateway\": true), adding nothing about the "
+        "Client; GET /.well-known/ohttp-gateway passes the gateway's keys through.")
+    p.add_argument("--gateway", required=True, metavar="URL",
+                   help="the gateway resource, e.g. http://LEADER/.well-known/ohttp-gateway")
+    p.add_argument("--listen-host", default="127.0.0.1")
+    p.add_argument("--listen-port", type=int, default=8090)
+    p.add_argument("--source-host", metavar="ADDR",
+                   help="local address of connections to the gateway")
+    p.add_argument("--max-body", type=int, default=1 << 20, help="largest request accepted")
+    p.set_defaults(func=run_command(_cmd_relay))
     for role in ("leader", "helper"):
         p = subparsers.add_parser(role, help=f"run the DAP {role.capitalize()} (aiohttp)",
                                   description=f"Serve the DAP {role.capitalize()} "

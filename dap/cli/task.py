@@ -27,6 +27,7 @@ In-band provisioning (draft-ietf-ppm-dap-taskprov, dap-19 tasks) touches no Aggr
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import sys
@@ -143,6 +144,12 @@ def _cmd_task_create(args: argparse.Namespace) -> int:
                       profile=get_profile(args.profile))
     except ValueError as exc:
         raise usage_error(f"invalid task: {exc}") from None
+    if args.expected_report_rate is not None:
+        if not args.expected_report_rate > 0:
+            raise usage_error("--expected-report-rate must be positive")
+        # The rate guard (paper 000 Section 4.8): an option of each Aggregator.
+        pt = dataclasses.replace(pt, options={**pt.options,
+                                              "expected_report_rate": args.expected_report_rate})
 
     try:
         provision(pt, helper, leader, warn=_warn)
@@ -403,6 +410,9 @@ def register(subparsers: Any) -> None:
                    help="leader-selected: how many reports the Leader puts in a batch "
                    "(default: min-batch-size)")
     g.add_argument("--time-precision", type=positive_int, default=3600, metavar="SECONDS")
+    g.add_argument("--expected-report-rate", type=float, metavar="PER_SECOND",
+                   help="rate guard: both Aggregators hold a batch whose reports arrived "
+                   "faster than twice this (paper 000 Section 4.8)")
     g.add_argument("--task-start", type=int, metavar="SECONDS",
                    help="task_interval start (POSIX seconds, aligned)")
     g.add_argument("--task-end", type=int, metavar="SECONDS", help="task_interval end")

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from dap.cli.args import add_json, positive_int
-from dap.cli.errors import run_command, usage_error
+from dap.cli.errors import run_command, usage_error, usage_errors
 from dap.cli.output import emit_json, iso
 from dap.cli.taskfile import load_view
 from vdaf import registry
@@ -96,10 +96,67 @@ def _cmd_upload(args: argparse.Namespace) -> int:
     measurements = [parse_measurement(t, vdaf, policy) for t in read_measurement_texts(args)]
     now = time.time()
 
+    extensions = []
+    if args.min_batch_bound is not None:
+        from dap.sampling import min_batch_size_extension
+
+        extensions.append(min_batch_size_extension(args.min_batch_bound))
+    route = None
+    if args.relay is not None:
+        from dap.client import RelayRoute
+        from dap.ohttp import OhttpError, decode_key_configs
+
+        if not args.relay.startswith(("http://", "https://")):
+            raise usage_error(f"--relay must be an http(s) URL, got {args.relay!r}")
+        pinned = None
+        if args.ohttp_keys is not None:
+            try:
+                pinned = decode_key_configs(Path(args.ohttp_keys).read_bytes())[0]
+            except OSError as exc:
+                raise usage_error(f"cannot read {args.ohttp_keys}: "
+                                  f"{exc.strerror or exc}") from None
+            except OhttpError as exc:
+                raise usage_error(f"{args.ohttp_keys}: not application/ohttp-keys: "
+                                  f"{exc}") from None
+        route = RelayRoute(args.relay, pinned)
+    elif args.ohttp_keys is not None:
+        raise usage_error("--ohttp-keys goes with --relay")
+
+    # On-device sampling (paper 000): each measurement is one Client's, which decides by
+    # itself (OS CSPRNG) whether to take part; a sampled-out one sends nothing, or a
+    # dummy report with probability --dummy-rate.
+    dummies: list[Any] = []
+    sampled_out = 0
+    if args.sample_rate is not None or args.dummy_rate:
+        from dap.sampling import Decision, ParticipationPlan, dummy_measurement
+
+        with usage_errors():
+            plan = ParticipationPlan(q=1.0 if args.sample_rate is None else args.sample_rate,
+                                     dummy_rate=args.dummy_rate)
+            if args.dummy_rate:
+                dummy_measurement(registry.name_of(vdaf), registry.parameters_of(vdaf))
+        kept = []
+        for m in measurements:
+            decision = plan.decide()
+            if decision == Decision.CONTRIBUTE:
+                kept.append(m)
+                continue
+            sampled_out += 1
+            if decision == Decision.DUMMY:
+                dummies.append(dummy_measurement(registry.name_of(vdaf),
+                                                 registry.parameters_of(vdaf), policy))
+        measurements = kept
+
     async def go() -> Any:
-        async with Client(task) as client:
-            return await client.upload(measurements, batch_size=args.batch_size,
-                                       time_seconds=now)
+        async with Client(task, extensions=extensions, relay=route) as client:
+            result = await client.upload(measurements, batch_size=args.batch_size,
+                                         time_seconds=now)
+            if dummies:
+                extra = await client.upload_reports(
+                    await client.prepare(dummies, now, randomized=True))
+                result.accepted += extra.accepted
+                result.rejected.update(extra.rejected)
+            return result
 
     result = asyncio.run(go())
     tp = task.time_precision
@@ -110,10 +167,14 @@ def _cmd_upload(args: argparse.Namespace) -> int:
     if args.json:
         emit_json({"ok": not rejected, "accepted": result.accepted, "rejected": rejected,
                    "task_id": b64(bytes(task.task_id)), "report_time": start,
-                   "collect_hint": hint})
+                   "collect_hint": hint, "sampled_out": sampled_out,
+                   "dummies": len(dummies)})
     else:
-        print(f"uploaded {result.accepted} of {len(measurements)} reports to "
-              f"{task.leader_aggregator_endpoint}")
+        print(f"uploaded {result.accepted} of {len(measurements) + len(dummies)} reports "
+              f"to {task.leader_aggregator_endpoint}")
+        if sampled_out:
+            print(f"  {sampled_out} Clients sampled themselves out and sent nothing but "
+                  f"{len(dummies)} dummy reports")
         for rid, err in sorted(rejected.items()):
             print(f"  rejected report {rid}: {err}")
         print(f"reports are timestamped {iso(start)} ({start}); collect with: "
@@ -134,5 +195,20 @@ def register(subparsers: Any) -> None:
                    "stdin)")
     p.add_argument("--batch-size", type=positive_int, default=500,
                    help="reports per upload request")
+    p.add_argument("--min-batch-bound", type=positive_int, metavar="B",
+                   help="bind into each report the smallest batch it may be released in "
+                   "(report extension 0xFF01, enforced by both Aggregators)")
+    p.add_argument("--sample-rate", type=float, metavar="Q",
+                   help="each measurement is a Client taking part with probability Q "
+                   "(Poisson sampling on the device, paper 000); others send nothing")
+    p.add_argument("--dummy-rate", type=float, default=0.0, metavar="R",
+                   help="a sampled-out Client sends a zero-effect dummy report with "
+                   "probability R (not for Histogram)")
+    p.add_argument("--relay", metavar="URL",
+                   help="upload through this Oblivious HTTP relay (RFC 9458) to the "
+                   "Leader's gateway: the Leader sees the relay's address only")
+    p.add_argument("--ohttp-keys", metavar="FILE",
+                   help="the gateway's key configuration (application/ohttp-keys) to pin; "
+                   "default: fetched through the relay")
     add_json(p)
     p.set_defaults(func=run_command(_cmd_upload))

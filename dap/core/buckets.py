@@ -49,6 +49,7 @@ class OutputShare:
     time: int
     bucket: bytes
     out_share: Any
+    min_batch_bound: int = 0        # the report's MIN_BATCH_SIZE_EXTENSION (0: none)
 
 
 def commit_output_shares(tx: Transaction, task: AggregatorTask, agg_param: bytes,
@@ -81,6 +82,8 @@ def commit_output_shares(tx: Transaction, task: AggregatorTask, agg_param: bytes
         times = [i.time for i in items]
         record.min_time = min(times) if record.min_time is None else min(record.min_time, *times)
         record.max_time = max(times) if record.max_time is None else max(record.max_time, *times)
+        record.min_batch_bound = max(record.min_batch_bound,
+                                     *(i.min_batch_bound for i in items))
         tx.put_bucket(record)
     return failed
 
@@ -96,6 +99,7 @@ class MergedBatch:
     checksum: bytes
     interval: Interval
     buckets: list[bytes]
+    min_batch_bound: int = 0        # the largest bound of any report in the batch
 
 
 def merge_buckets(task: AggregatorTask, agg_param: bytes,
@@ -113,7 +117,54 @@ def merge_buckets(task: AggregatorTask, agg_param: bytes,
     interval = Interval(Time(min(times)), Duration(max(times) - min(times) + 1)) if times \
         else Interval(Time(0), Duration(0))
     return MergedBatch(vdaf.merge(decoded, shares), sum(r.report_count for r in records),
-                       checksum, interval, [r.bucket for r in records])
+                       checksum, interval, [r.bucket for r in records],
+                       max((r.min_batch_bound for r in records), default=0))
+
+
+def required_batch_size(task: AggregatorTask, merged: MergedBatch) -> int:
+    """The fewest reports a batch may be released with: the task's min_batch_size and the
+    largest minimum batch size bound any of its reports carries (paper 000 Section 4.8;
+    paper 004 Section 3.1: "the protocol will only release the aggregate if the actual
+    cohort size is greater than m")."""
+    return max(int(task.task.min_batch_size), merged.min_batch_bound)
+
+
+def rate_exceeded(task: AggregatorTask, merged: MergedBatch) -> str | None:
+    """The rate guard (paper 000 Section 4.8, "Rate validation by leader and helper": an
+    Aggregator "could reject batches when the rate of contributions exceeds twice the
+    expected rate in a certain window"). With the task option `expected_report_rate`
+    (reports per second, set by each Aggregator for itself), a batch whose reports
+    arrived faster than twice that is held: not released, and left uncollected so that
+    it can be collected once the operator has looked (and, if the rate was genuine,
+    raised the option). The window is the span of the batch's report times at the
+    task's time_precision granularity (`MergedBatch.interval`), the window the
+    Aggregator can observe without per-report timestamps. Returns why, or None."""
+    expected = task.options.expected_report_rate
+    if expected is None or merged.report_count == 0:
+        return None
+    window = max(1, int(merged.interval.duration)) * int(task.task.time_precision)
+    rate = merged.report_count / window
+    if rate > 2.0 * expected:
+        return (f"held by the rate guard: {merged.report_count} reports in {window} s "
+                f"({rate:.4g}/s) exceed twice the expected rate {expected:g}/s")
+    return None
+
+
+def release_problem(task: AggregatorTask, merged: MergedBatch) -> DapProblem | None:
+    """Why an Aggregator must not release an aggregate share of this batch, or None. Both
+    Aggregators check this on their own before releasing anything."""
+    tid = task.task_id
+    required = required_batch_size(task, merged)
+    if merged.report_count < required:
+        why = (f"min_batch_size {task.task.min_batch_size}"
+               if required == task.task.min_batch_size else
+               f"the largest minimum batch size bound {required} of its reports")
+        return DapProblem("invalidBatchSize", f"{merged.report_count} reports, fewer "
+                          f"than {why}", task_id=tid)
+    held = rate_exceeded(task, merged)
+    if held is not None:
+        return DapProblem("invalidBatchSize", held, task_id=tid)
+    return None
 
 
 def buckets_of_interval(tx: Transaction, task: AggregatorTask, interval: Interval,

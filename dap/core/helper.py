@@ -13,7 +13,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from dap.codec import DecodeError
-from dap.common import BatchMode, ReportError, Role, VerifyRespType
+from dap.common import (
+    MIN_BATCH_SIZE_EXTENSION,
+    RECOGNIZED_REPORT_EXTENSIONS,
+    BatchMode,
+    ReportError,
+    Role,
+    VerifyRespType,
+    decode_min_batch_size,
+)
 from dap.core.buckets import (
     OutputShare,
     bucket_for,
@@ -23,6 +31,7 @@ from dap.core.buckets import (
     commit_output_shares,
     merge_buckets,
     other_agg_params,
+    release_problem,
 )
 from dap.core.errors import DapProblem, NotReady
 from dap.core.rand import Rng
@@ -64,25 +73,52 @@ class JobResult:
 # -- report validation shared with the Leader (Section 4.5.2.4) ----------------------------
 
 
-def validate_report(task: AggregatorTask, metadata: Any, extension_types: Sequence[int],
-                    now: float, clock_skew: int,
+def validate_report(task: AggregatorTask, metadata: Any,
+                    extensions: Sequence[tuple[int, bytes]], now: float, clock_skew: int,
                     check_too_early: bool = True) -> ReportError | None:
     """Input share validation (DAP-18 Section 4.5.2.4, DAP-09 Section 4.5.1.4) for the
-    checks that do not need the datastore."""
+    checks that do not need the datastore. `extensions` are the input share's private
+    extensions as (type, data)."""
     err = task.wire.time_error(task, metadata, now, clock_skew, check_too_early)
     if err is not None:
         return err
-    # No draft defines a report extension type: any extension is unrecognized.
-    public = task.wire.public_extension_types(metadata)
-    if public or extension_types:
-        return task.wire.extension_error
+    return extensions_error(task, metadata, extensions)
+
+
+def extensions_error(task: AggregatorTask, metadata: Any,
+                     private: Sequence[tuple[int, bytes]]) -> ReportError | None:
+    """The report extension checks: no draft defines a report extension type, so the only
+    one recognized is this project's MIN_BATCH_SIZE_EXTENSION (`dap.common`), whose data
+    must be a valid bound; any other is unrecognized (the draft's error). A type both
+    public and private is invalid (DAP-18 Section 4.5.2.4)."""
+    public = task.wire.public_extensions(metadata)
+    if {t for t, _ in public} & {t for t, _ in private}:
+        return ReportError.INVALID_MESSAGE
+    for ext_type, data in (*public, *private):
+        if ext_type not in RECOGNIZED_REPORT_EXTENSIONS:
+            return task.wire.extension_error
+        if ext_type == MIN_BATCH_SIZE_EXTENSION:
+            try:
+                decode_min_batch_size(data)
+            except ValueError:
+                return ReportError.INVALID_MESSAGE
     return None
+
+
+def min_batch_bound(task: AggregatorTask, metadata: Any,
+                    private: Sequence[tuple[int, bytes]]) -> int:
+    """The report's minimum batch size bound (0: none), from a report that passed
+    `extensions_error`. The Aggregator read it from data bound into its HPKE decryption
+    (DAP-18/19: public extension in the AAD; DAP-09: its own plaintext)."""
+    return max((decode_min_batch_size(data)
+                for ext_type, data in (*task.wire.public_extensions(metadata), *private)
+                if ext_type == MIN_BATCH_SIZE_EXTENSION), default=0)
 
 
 @dataclass
 class Decrypted:
     payload: bytes                  # the VDAF input share
-    extension_types: list[int]
+    extensions: list[tuple[int, bytes]]  # private report extensions (type, data)
 
 
 def decrypt_input_share(task: AggregatorTask, keyring: Keyring, role: Role,
@@ -96,13 +132,13 @@ def decrypt_input_share(task: AggregatorTask, keyring: Keyring, role: Role,
         # hpke_decrypt_error" (although hpke_unknown_config_id exists).
         return ReportError.HPKE_DECRYPT_ERROR
     try:
-        payload, types = task.wire.open_input_share(task, keypair, role, metadata,
-                                                    public_share, ciphertext)
+        payload, exts = task.wire.open_input_share(task, keypair, role, metadata,
+                                                   public_share, ciphertext)
     except HpkeError:
         return ReportError.HPKE_DECRYPT_ERROR
     except DecodeError:
         return ReportError.INVALID_MESSAGE
-    return Decrypted(payload, types)
+    return Decrypted(payload, exts)
 
 
 # -- aggregation job initialization (Section 4.5.2.2) --------------------------------------
@@ -213,6 +249,7 @@ def process_aggregation_job(tx: Transaction, task: AggregatorTask, job: Aggregat
             rec.error = int(error)
             responses.append(_reject(rid, error))
             continue
+        rec.min_batch_bound = min_batch_bound(task, item.metadata, error.extensions)
         state = ping_pong_helper_init(vdaf, verify_key, ctx, req.agg_param, rid,
                                       item.public_share, error.payload, item.payload)
         if isinstance(state, Rejected):
@@ -221,7 +258,8 @@ def process_aggregation_job(tx: Transaction, task: AggregatorTask, job: Aggregat
         elif isinstance(state, FinishedWithOutbound):
             rec.state = ReportAggregationState.FINISHED
             bucket = bucket_for(task, item.time, job.batch_id)
-            to_commit.append((ord_, OutputShare(rid, item.time, bucket, state.out_share)))
+            to_commit.append((ord_, OutputShare(rid, item.time, bucket, state.out_share,
+                                                rec.min_batch_bound)))
             outbound[ord_] = state.outbound
             responses.append(None)
         else:
@@ -261,7 +299,7 @@ def _init_one(tx: Transaction, task: AggregatorTask, keyring: Keyring, job: Aggr
                                     item.public_share, item.ciphertext)
     if isinstance(plaintext, ReportError):
         return plaintext
-    err = validate_report(task, item.metadata, plaintext.extension_types, now, clock_skew)
+    err = validate_report(task, item.metadata, plaintext.extensions, now, clock_skew)
     if err is not None:
         return err
     try:
@@ -329,7 +367,7 @@ def continue_aggregation_job(tx: Transaction, task: AggregatorTask, job_id: byte
             out = state.outbound if isinstance(state, FinishedWithOutbound) else None
             bucket = bucket_for(task, rec.time, job.batch_id)
             to_commit.append((rec, OutputShare(rec.report_id, rec.time, bucket,
-                                               state.out_share), out))
+                                               state.out_share, rec.min_batch_bound), out))
             responses.append(Resp(rec.report_id, VerifyRespType.FINISH))  # replaced below
         tx.update_report_aggregation(rec)
     for rec in active.values():  # omitted by the Leader: it rejected them
@@ -404,9 +442,11 @@ def create_aggregate_share(tx: Transaction, task: AggregatorTask, body: bytes,
     tid = task.task_id
     req = task.wire.decode_share_req(task, body)
     merged = _select_batch(tx, task, req)
-    if merged.report_count < task.task.min_batch_size:
-        raise DapProblem("invalidBatchSize", f"{merged.report_count} reports, fewer than "
-                         f"min_batch_size {task.task.min_batch_size}", task_id=tid)
+    # min_batch_size, the largest bound of the batch's reports, and the rate guard: the
+    # Helper refuses on its own, whatever the Leader checked (paper 000 Section 4.4).
+    problem = release_problem(task, merged)
+    if problem is not None:
+        raise problem
     limit = task.batch_size_limit
     if limit is not None and merged.report_count > limit:
         raise DapProblem("invalidBatchSize", f"{merged.report_count} reports, more than "

@@ -12,7 +12,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from dap.codec import DecodeError
-from dap.common import BatchID, BatchMode, Interval, ReportError, Role, VerifyRespType
+from dap.common import (
+    RECOGNIZED_REPORT_EXTENSIONS,
+    BatchID,
+    BatchMode,
+    Interval,
+    ReportError,
+    Role,
+    VerifyRespType,
+)
 from dap.core.buckets import (
     MergedBatch,
     OutputShare,
@@ -21,9 +29,17 @@ from dap.core.buckets import (
     check_batch_interval,
     commit_output_shares,
     merge_buckets,
+    rate_exceeded,
+    required_batch_size,
 )
 from dap.core.errors import DapProblem, NotReady
-from dap.core.helper import decrypt_input_share, digest, validate_report
+from dap.core.helper import (
+    decrypt_input_share,
+    digest,
+    extensions_error,
+    min_batch_bound,
+    validate_report,
+)
 from dap.core.rand import Rng
 from dap.core.store import (
     AggregationJobRecord,
@@ -68,7 +84,8 @@ def upload(tx: Transaction, task: AggregatorTask, keyring: Keyring, body: bytes,
     except DecodeError as exc:
         raise DapProblem("invalidMessage", str(exc), task_id=tid) from None
     unsupported = sorted({t for r in reports
-                          for t in w.public_extension_types(r.report_metadata)})
+                          for t in w.public_extension_types(r.report_metadata)
+                          if t not in RECOGNIZED_REPORT_EXTENSIONS})
     if unsupported and not w.extension_errors_per_report:
         raise DapProblem("unsupportedExtension", "unrecognized public report extensions",
                          task_id=tid, unsupported_extensions=unsupported)
@@ -79,9 +96,11 @@ def upload(tx: Transaction, task: AggregatorTask, keyring: Keyring, body: bytes,
         t = w.report_time(task, md)
         error: ReportError | None = None
         window = w.time_error(task, md, now, clock_skew)
-        if w.public_extension_types(md):
-            # DAP-19 (#789): a per-report error only.
-            error = w.extension_error
+        public_error = extensions_error(task, md, [])
+        if public_error is not None:
+            # DAP-19 (#789): a per-report error only (DAP-18 aborted above for an
+            # unrecognized one; a malformed recognized one is this report's error).
+            error = public_error
         elif keyring.get(report.leader_encrypted_input_share.config_id) is None:
             error = ReportError.OUTDATED_CONFIG
         elif window == ReportError.REPORT_TOO_EARLY:
@@ -136,6 +155,7 @@ def create_aggregation_jobs(tx: Transaction, task: AggregatorTask, keyring: Keyr
         return []
     verify_key = task.verify_keys[key_id]
     ready: list[tuple[ClientReportRecord, Any, Continued]] = []
+    bounds: dict[bytes, int] = {}
     for rec in reports:
         report = task.wire.decode_report(rec.report)
         outcome = _leader_init_one(tx, task, keyring, rec, report, vdaf, ctx, verify_key, now,
@@ -143,16 +163,20 @@ def create_aggregation_jobs(tx: Transaction, task: AggregatorTask, keyring: Keyr
         if isinstance(outcome, ReportError):
             tx.set_report_states(tid, [rec.report_id], ReportState.FAILED, error=int(outcome))
         else:
-            ready.append((rec, report, outcome))
+            state, bounds[bytes(rec.report_id)] = outcome
+            ready.append((rec, report, state))
     jobs = []
     for batch_id, chunk in _group(tx, task, ready, sizes.max_job_size, now, rng):
-        jobs.append(_store_job(tx, task, batch_id, chunk, now, rng, key_id))
+        jobs.append(_store_job(tx, task, batch_id, chunk, now, rng, key_id, bounds))
     return jobs
 
 
 def _leader_init_one(tx: Transaction, task: AggregatorTask, keyring: Keyring,
                      rec: ClientReportRecord, report: Any, vdaf: Any, ctx: bytes,
-                     verify_key: bytes, now: float, clock_skew: int) -> Continued | ReportError:
+                     verify_key: bytes, now: float, clock_skew: int
+                     ) -> tuple[Continued, int] | ReportError:
+    """The Leader's checks and first ping-pong step of one report: (state, the report's
+    minimum batch size bound), or the report's error."""
     md = report.report_metadata
     rid = bytes(md.report_id)
     t = rec.time
@@ -166,7 +190,7 @@ def _leader_init_one(tx: Transaction, task: AggregatorTask, keyring: Keyring,
     if isinstance(plaintext, ReportError):
         return plaintext
     # The report was within the clock skew when uploaded; it is not re-judged "too early".
-    err = validate_report(task, md, plaintext.extension_types, now, clock_skew,
+    err = validate_report(task, md, plaintext.extensions, now, clock_skew,
                           check_too_early=False)
     if err is not None:
         return err
@@ -179,7 +203,7 @@ def _leader_init_one(tx: Transaction, task: AggregatorTask, keyring: Keyring,
                                   plaintext.payload)
     if isinstance(state, Rejected):
         return ReportError.VDAF_VERIFY_ERROR
-    return state
+    return state, min_batch_bound(task, md, plaintext.extensions)
 
 
 def _group(tx: Transaction, task: AggregatorTask,
@@ -213,14 +237,22 @@ def _group(tx: Transaction, task: AggregatorTask,
 
 
 def _capacity(tx: Transaction, task: AggregatorTask, batch: LeaderBatchRecord) -> int:
-    committed = sum(b.report_count for b in tx.list_buckets(task.task_id, [batch.batch_id]))
+    buckets = tx.list_buckets(task.task_id, [batch.batch_id])
+    committed = sum(b.report_count for b in buckets)
     in_flight = tx.count_reports_in_active_jobs(task.task_id, batch.batch_id)
-    return task.max_batch_size - committed - in_flight
+    target = task.max_batch_size
+    if task.batch_size_limit is None:
+        # A batch whose reports ask for a larger batch (minimum batch size bounds) is
+        # filled up to that size, so that it can be released; a draft's hard
+        # max_batch_size (DAP-09 fixed_size) is not exceeded.
+        target = max(target, max((b.min_batch_bound for b in buckets), default=0))
+    return target - committed - in_flight
 
 
 def _store_job(tx: Transaction, task: AggregatorTask, batch_id: bytes | None,
                chunk: Sequence[tuple[ClientReportRecord, Any, Continued]],
-               now: float, rng: Rng, key_id: int) -> AggregationJobRecord:
+               now: float, rng: Rng, key_id: int,
+               bounds: dict[bytes, int] | None = None) -> AggregationJobRecord:
     tid = task.task_id
     job_id = rng.token_bytes(16)
     body = task.wire.encode_init_req(task, b"", batch_id,
@@ -234,7 +266,8 @@ def _store_job(tx: Transaction, task: AggregatorTask, batch_id: bytes | None,
     tx.put_report_aggregations([
         ReportAggregationRecord(tid, job_id, i, rec.report_id, rec.time,
                                 ReportAggregationState.ACTIVE,
-                                vdaf.encode_verify_state(state.verify_state))
+                                vdaf.encode_verify_state(state.verify_state),
+                                min_batch_bound=(bounds or {}).get(bytes(rec.report_id), 0))
         for i, (rec, _, state) in enumerate(chunk)])
     tx.set_report_states(tid, [rec.report_id for rec, _, _ in chunk], ReportState.IN_JOB, job_id)
     return job
@@ -277,7 +310,7 @@ def process_aggregation_job_response(tx: Transaction, task: AggregatorTask,
             if isinstance(state, Finished):
                 to_commit.append((rec, OutputShare(rec.report_id, rec.time,
                                                    bucket_for(task, rec.time, job.batch_id),
-                                                   state.out_share)))
+                                                   state.out_share, rec.min_batch_bound)))
             elif isinstance(state, Continued):
                 rec.verify_state = vdaf.encode_verify_state(state.verify_state)
                 continues.append((rec.report_id, state.outbound))
@@ -293,7 +326,7 @@ def process_aggregation_job_response(tx: Transaction, task: AggregatorTask,
             out_share = vdaf.decode_out_share(None, rec.verify_state or b"")
             to_commit.append((rec, OutputShare(rec.report_id, rec.time,
                                                bucket_for(task, rec.time, job.batch_id),
-                                               out_share)))
+                                               out_share, rec.min_batch_bound)))
         else:
             abandon_aggregation_job(tx, task, job, "response type incompatible with the "
                                     "report's state")
@@ -443,8 +476,14 @@ def prepare_collection(tx: Transaction, task: AggregatorTask, job: CollectionJob
                 return None
             records = buckets_of_interval(tx, task, interval, req.agg_param)
             merged = merge_buckets(task, req.agg_param, records)
-            if merged.report_count < task.task.min_batch_size:
-                _maybe_give_up(tx, task, job, now, give_up_after, merged.report_count)
+            if merged.report_count < required_batch_size(task, merged):
+                _maybe_give_up(tx, task, job, now, give_up_after, merged)
+                return None
+            held = rate_exceeded(task, merged)
+            if held is not None:
+                # Held: not frozen, so it can be collected after review (see
+                # `rate_exceeded`); this job fails.
+                fail_collection(tx, job, "invalidBatchSize", held)
                 return None
             tx.mark_interval_collected(tid, int(interval.start), interval.end)
         else:
@@ -452,7 +491,7 @@ def prepare_collection(tx: Transaction, task: AggregatorTask, job: CollectionJob
                                    buckets_of_interval(tx, task, interval, req.agg_param))
     else:
         if job.batch_id is None and not _choose_batch(tx, task, job):
-            _maybe_give_up(tx, task, job, now, give_up_after, 0)
+            _maybe_give_up(tx, task, job, now, give_up_after, None)
             return None
         assert job.batch_id is not None
         batch_id = job.batch_id
@@ -462,8 +501,13 @@ def prepare_collection(tx: Transaction, task: AggregatorTask, job: CollectionJob
                 return None
             records = [r for r in tx.list_buckets(tid, [batch_id]) if r.agg_param == req.agg_param]
             merged = merge_buckets(task, req.agg_param, records)
-            if merged.report_count < task.task.min_batch_size:
-                # Rejections left the batch short: let it take more reports.
+            held = rate_exceeded(task, merged)
+            if merged.report_count < required_batch_size(task, merged) or held is not None:
+                # Rejections left the batch short (or its reports carry a larger minimum
+                # batch size bound): let it take more reports. A batch held by the rate
+                # guard stays open too; this job fails.
+                if held is not None:
+                    fail_collection(tx, job, "invalidBatchSize", held)
                 for b in tx.list_leader_batches(tid, (LeaderBatchState.COLLECTING,)):
                     if b.batch_id == batch_id:
                         b.state = LeaderBatchState.OPEN
@@ -485,12 +529,15 @@ def prepare_collection(tx: Transaction, task: AggregatorTask, job: CollectionJob
 
 
 def _choose_batch(tx: Transaction, task: AggregatorTask, job: CollectionJobRecord) -> bool:
-    """Leader-selected: pick the oldest open batch that can reach min_batch_size."""
+    """Leader-selected: pick the oldest open batch that can reach min_batch_size and the
+    largest minimum batch size bound of its reports aggregated so far."""
     tid = task.task_id
     for batch in tx.list_leader_batches(tid, (LeaderBatchState.OPEN,)):
-        committed = sum(b.report_count for b in tx.list_buckets(tid, [batch.batch_id]))
+        buckets = tx.list_buckets(tid, [batch.batch_id])
+        committed = sum(b.report_count for b in buckets)
         in_flight = tx.count_reports_in_active_jobs(tid, batch.batch_id)
-        if committed + in_flight >= task.task.min_batch_size:
+        bound = max((b.min_batch_bound for b in buckets), default=0)
+        if committed + in_flight >= max(task.task.min_batch_size, bound):
             batch.state = LeaderBatchState.COLLECTING
             tx.update_leader_batch(batch)
             job.batch_id = batch.batch_id
@@ -500,12 +547,16 @@ def _choose_batch(tx: Transaction, task: AggregatorTask, job: CollectionJobRecor
 
 
 def _maybe_give_up(tx: Transaction, task: AggregatorTask, job: CollectionJobRecord, now: float,
-                   give_up_after: float | None, count: int) -> None:
+                   give_up_after: float | None, merged: MergedBatch | None) -> None:
     if give_up_after is not None and now - job.created_at > give_up_after:
         job.state = CollectionJobState.FAILED
         job.error = "invalidBatchSize"
+        count = merged.report_count if merged is not None else 0
+        required = (required_batch_size(task, merged) if merged is not None
+                    else task.task.min_batch_size)
         job.error_detail = (f"{count} reports after {give_up_after:.0f} s, fewer than "
-                            f"min_batch_size {task.task.min_batch_size}")
+                            f"{required} (min_batch_size {task.task.min_batch_size} and the "
+                            "largest minimum batch size bound of its reports)")
         tx.update_collection_job(job)
 
 

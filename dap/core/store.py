@@ -174,6 +174,7 @@ class ReportAggregationRecord:
     state: ReportAggregationState
     verify_state: bytes | None = None
     error: int | None = None
+    min_batch_bound: int = 0        # the report's minimum batch size bound (0: none)
 
     def __post_init__(self) -> None:
         self.state = ReportAggregationState(self.state)
@@ -191,6 +192,7 @@ class BatchBucketRecord:
     checksum: bytes = bytes(32)
     min_time: int | None = None
     max_time: int | None = None
+    min_batch_bound: int = 0        # the largest minimum batch size bound of its reports
     collected: bool = False
 
 

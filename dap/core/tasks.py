@@ -45,11 +45,16 @@ class TaskOptions:
     max_batch_size: int | None = None
     verify_keys: tuple[tuple[int, str], ...] = ()
     helper_unknown_key_ids: tuple[int, ...] = ()
+    # The rate guard (paper 000 Section 4.8; `dap.core.buckets.rate_exceeded`): reports
+    # per second this Aggregator expects; a batch arriving faster than twice this is held.
+    expected_report_rate: float | None = None
 
     def to_json(self) -> str:
         data: dict[str, Any] = {}
         if self.max_batch_size is not None:
             data["max_batch_size"] = self.max_batch_size
+        if self.expected_report_rate is not None:
+            data["expected_report_rate"] = self.expected_report_rate
         if self.verify_keys:
             data["verify_keys"] = {str(k): v for k, v in self.verify_keys}
         if self.helper_unknown_key_ids:
@@ -60,7 +65,11 @@ class TaskOptions:
     def from_json(cls, text: str) -> TaskOptions:
         data = json.loads(text or "{}")
         keys = data.get("verify_keys") or {}
+        rate = data.get("expected_report_rate")
+        if rate is not None and not (isinstance(rate, int | float) and rate > 0):
+            raise ValueError("expected_report_rate must be a positive number")
         return cls(max_batch_size=data.get("max_batch_size"),
+                   expected_report_rate=None if rate is None else float(rate),
                    verify_keys=tuple(sorted((int(k), str(v)) for k, v in keys.items())),
                    helper_unknown_key_ids=tuple(sorted(
                        int(k) for k in data.get("helper_unknown_key_ids") or ())))

@@ -170,14 +170,18 @@ class Wire:
                    check_too_early: bool = True) -> ReportError | None:
         raise NotImplementedError
 
-    def public_extension_types(self, metadata: Any) -> list[int]:
+    def public_extensions(self, metadata: Any) -> list[tuple[int, bytes]]:
+        """The report's public extensions as (type, data) (none before DAP-18)."""
         return []
+
+    def public_extension_types(self, metadata: Any) -> list[int]:
+        return [t for t, _ in self.public_extensions(metadata)]
 
     def open_input_share(self, task: Any, keypair: HpkeKeypair, role: Role, metadata: Any,
                          public_share: bytes, ciphertext: HpkeCiphertext
-                         ) -> tuple[bytes, list[int]]:
-        """Decrypt an input share: (VDAF input share, extension types). Raises
-        `HpkeError` or `DecodeError`."""
+                         ) -> tuple[bytes, list[tuple[int, bytes]]]:
+        """Decrypt an input share: (VDAF input share, private extensions as (type,
+        data)). Raises `HpkeError` or `DecodeError`."""
         raise NotImplementedError
 
     # -- aggregation --------------------------------------------------------------------

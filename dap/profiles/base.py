@@ -294,13 +294,26 @@ class ClientFlow:
     def generate_report(self, task: Any, measurement: Any, *, time: int,
                         leader_hpke_config: Any, helper_hpke_config: Any,
                         vdaf: Any = None, report_id: bytes | None = None,
-                        rand: bytes | None = None) -> Any:
+                        rand: bytes | None = None,
+                        extensions: Sequence[tuple[int, bytes]] = ()) -> Any:
         """A report of ``measurement``; ``report_id`` and the VDAF sharding randomness
-        ``rand`` are drawn from the OS CSPRNG unless passed in (seeded tests)."""
+        ``rand`` are drawn from the OS CSPRNG unless passed in (seeded tests).
+        ``extensions`` are (type, data) report extensions for both Aggregators, placed
+        where the draft binds them into both HPKE associated data or plaintexts
+        (:meth:`report_extension_args`)."""
         return self.client.generate_report(task, measurement, time=time,
                                            leader_hpke_config=leader_hpke_config,
                                            helper_hpke_config=helper_hpke_config, vdaf=vdaf,
-                                           report_id=report_id, rand=rand)
+                                           report_id=report_id, rand=rand,
+                                           **self.report_extension_args(extensions))
+
+    def report_extension_args(self, extensions: Sequence[tuple[int, bytes]]
+                              ) -> dict[str, Any]:
+        """The draft client's keyword arguments carrying report extensions meant for both
+        Aggregators (DAP-18/19: public extensions; DAP-09: both plaintexts)."""
+        if extensions:
+            raise ProfileError("this profile carries no report extensions")
+        return {}
 
     def report_id(self, report: Any) -> bytes:
         return bytes(report.report_metadata.report_id)

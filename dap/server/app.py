@@ -21,10 +21,17 @@ from dap.core.errors import DapProblem
 from dap.core.rand import OS_RNG, Rng
 from dap.core.tasks import add_hpke_key
 from dap.profiles import DEFAULT_PROFILE, get_profile
-from dap.server import admin, taskprov
+from dap.server import admin, gateway, taskprov
 from dap.server import helper as helper_routes
 from dap.server import leader as leader_routes
-from dap.server.common import CONFIG_KEY, STATE_KEY, AppState, problem_middleware, state
+from dap.server.common import (
+    CONFIG_KEY,
+    STATE_KEY,
+    AppState,
+    Handler,
+    problem_middleware,
+    state,
+)
 from dap.server.config import AggregatorConfig
 from dap.storage import Datastore, HpkeKeyState
 from dap.storage.sqlite import SqliteDatastore
@@ -40,9 +47,13 @@ async def get_hpke_config(request: web.Request) -> web.StreamResponse:
     (`unrecognizedTask` otherwise, as DAP-09 requires) and the answer has its profile's
     media type: exactly `application/dap-hpke-config-list` for a DAP-09 task, which
     DAP-09 Clients check. Without one, DAP-18's."""
-    st = state(request)
+    return hpke_config_response(state(request), request.query.get("task_id"))
+
+
+def hpke_config_response(st: AppState, raw: str | None) -> web.Response:
+    """The answer to GET hpke_config (with `raw`, the `task_id` query parameter), for the
+    resource above and for the Oblivious HTTP gateway."""
     profile = DEFAULT_PROFILE
-    raw = request.query.get("task_id")
     if raw is not None:
         try:
             task_id = bytes(TaskID.from_base64url(raw))
@@ -58,6 +69,15 @@ async def get_hpke_config(request: web.Request) -> web.StreamResponse:
         "Content-Type": profile.media_type_for("HpkeConfigList"),
         "Cache-Control": f"max-age={st.config.hpke_cache_max_age}",
     })
+
+
+@web.middleware
+async def peer_log_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """With `log_request_peers`: one log line per request naming the peer's address, so
+    that an audit (or a test) can see which addresses reach this server. Off by default
+    (paper 000 Section 4.8: minimize logging)."""
+    log.info("request from %s: %s %s", request.remote, request.method, request.path)
+    return await handler(request)
 
 
 def ensure_hpke_key(datastore: Datastore, rng: Rng) -> None:
@@ -77,8 +97,10 @@ def build_app(config: AggregatorConfig, datastore: Datastore | None = None,
     ensure_hpke_key(ds, rng)
     st = AppState(config, ds, clock, rng)
     # taskprov.middleware provisions an advertised task before the handler looks it up.
-    app = web.Application(middlewares=[problem_middleware, taskprov.middleware],
-                          client_max_size=256 * 1024 * 1024)
+    middlewares = [problem_middleware, taskprov.middleware]
+    if config.log_request_peers:
+        middlewares.insert(0, peer_log_middleware)
+    app = web.Application(middlewares=middlewares, client_max_size=256 * 1024 * 1024)
     app[CONFIG_KEY] = config
     taskprov.install(app, config.taskprov_peers, config.role)
     app[STATE_KEY] = st
@@ -87,6 +109,8 @@ def build_app(config: AggregatorConfig, datastore: Datastore | None = None,
     if config.role == "leader":
         leader_routes.add_routes(app)
         app[leader_routes.WAKE_KEY] = asyncio.Event()
+        if config.ohttp_gateway:
+            gateway.add_routes(app, gateway.load_or_create_key(config.gateway_key_path()))
     else:
         helper_routes.add_routes(app)
         app[helper_routes.WAKE_KEY] = asyncio.Event()

@@ -19,8 +19,13 @@ Example (every key but `role` and `datastore` is optional)::
       "job_lease": 60.0,                 # seconds a worker holds a job it is stepping
                                          # (> http_timeout); a crashed worker's jobs
                                          # resume once it has expired
-      "taskprov_peers": [...]            # in-band task provisioning: the peers that
-    }                                    # may provision tasks (dap/server/taskprov.py)
+      "taskprov_peers": [...],           # in-band task provisioning: the peers that
+                                         # may provision tasks (dap/server/taskprov.py)
+      "ohttp_gateway": false,            # Leader: Oblivious HTTP gateway (RFC 9458) at
+                                         # /.well-known/ohttp-gateway (dap/server/gateway.py)
+      "ohttp_key_file": null,            # its key (default: DATASTORE.ohttp-key)
+      "log_request_peers": false         # log each request's peer address (audits, tests)
+    }
 """
 
 from __future__ import annotations
@@ -54,6 +59,9 @@ class AggregatorConfig:
     job_lease: float = 60.0
     # draft-ietf-ppm-dap-taskprov peers (dap.server.taskprov); None: taskprov is off.
     taskprov_peers: list[dict[str, Any]] | None = None
+    ohttp_gateway: bool = False
+    ohttp_key_file: str | None = None
+    log_request_peers: bool = False
 
     def __post_init__(self) -> None:
         if self.role not in ("leader", "helper"):
@@ -64,6 +72,12 @@ class AggregatorConfig:
             from dap.taskprov import parse_peers
 
             parse_peers(self.taskprov_peers, self.role)  # a PeerConfigError (ValueError)
+        if self.ohttp_gateway and self.role != "leader":
+            raise ValueError("ohttp_gateway is a Leader option")
+
+    def gateway_key_path(self) -> str:
+        """Where the Oblivious HTTP gateway key is kept."""
+        return self.ohttp_key_file or f"{self.datastore}.ohttp-key"
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> AggregatorConfig:
@@ -81,6 +95,8 @@ class AggregatorConfig:
         ds = Path(config.datastore)
         if not ds.is_absolute():
             config.datastore = str(Path(path).resolve().parent / ds)
+        if config.ohttp_key_file is not None and not Path(config.ohttp_key_file).is_absolute():
+            config.ohttp_key_file = str(Path(path).resolve().parent / config.ohttp_key_file)
         return config
 
     def to_dict(self) -> dict[str, Any]:

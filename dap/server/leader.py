@@ -57,13 +57,19 @@ async def put_or_post_reports(request: web.Request) -> web.StreamResponse:
     st = state(request)
     task = st.task(task_id_param(request), Role.LEADER)
     require_method(request, task, "upload")
-    w = task.wire
     body = await read_body(request, task, task.profile.message_names["upload"])
+    return upload_response(request.app, st, task, body)
+
+
+def upload_response(app: web.Application, st: AppState, task: Any,
+                    body: bytes) -> web.Response:
+    """Store an upload's reports and answer it: the resource above, and the Oblivious
+    HTTP gateway (`dap.server.gateway`) for an upload that came through a relay."""
     keyring = st.keyring()
     with st.datastore.transaction() as tx:
         errors = core.upload(tx, task, keyring, body, st.clock(), st.config.clock_skew)
-    request.app[WAKE_KEY].set()
-    answer = w.upload_answer(task, errors)  # raises the DAP-09 problem of a refused report
+    app[WAKE_KEY].set()
+    answer = task.wire.upload_answer(task, errors)  # raises a DAP-09 refused report's problem
     if answer is None:
         return web.Response(status=task.profile.statuses["upload"])
     return message_response(task, "UploadErrors", answer)

@@ -66,12 +66,14 @@ CREATE INDEX IF NOT EXISTS aggregation_jobs_state ON aggregation_jobs (role, sta
 CREATE TABLE IF NOT EXISTS report_aggregations (
     task_id BLOB NOT NULL, job_id BLOB NOT NULL, ord INTEGER NOT NULL, report_id BLOB NOT NULL,
     time INTEGER NOT NULL, state TEXT NOT NULL, verify_state BLOB, error INTEGER,
+    min_batch_bound INTEGER NOT NULL DEFAULT 0,
     PRIMARY KEY (task_id, job_id, ord));
 CREATE TABLE IF NOT EXISTS aggregated_reports (
     task_id BLOB NOT NULL, report_id BLOB NOT NULL, PRIMARY KEY (task_id, report_id));
 CREATE TABLE IF NOT EXISTS batch_buckets (
     task_id BLOB NOT NULL, bucket BLOB NOT NULL, agg_param BLOB NOT NULL, agg_share BLOB,
     report_count INTEGER NOT NULL, checksum BLOB NOT NULL, min_time INTEGER, max_time INTEGER,
+    min_batch_bound INTEGER NOT NULL DEFAULT 0,
     PRIMARY KEY (task_id, bucket, agg_param));
 CREATE TABLE IF NOT EXISTS collected_intervals (
     task_id BLOB NOT NULL, start INTEGER NOT NULL, end_ INTEGER NOT NULL);
@@ -94,6 +96,13 @@ CREATE TABLE IF NOT EXISTS leader_batches (
     task_id BLOB NOT NULL, batch_id BLOB NOT NULL, assigned INTEGER NOT NULL, state TEXT NOT NULL,
     created_at REAL NOT NULL, PRIMARY KEY (task_id, batch_id));
 """
+
+# (table, column, declaration) added to the schema after version 1, in order: the
+# minimum batch size bounds of reports (dap.common.MIN_BATCH_SIZE_EXTENSION).
+_ADDED_COLUMNS = (
+    ("report_aggregations", "min_batch_bound", "INTEGER NOT NULL DEFAULT 0"),
+    ("batch_buckets", "min_batch_bound", "INTEGER NOT NULL DEFAULT 0"),
+)
 
 R = TypeVar("R")
 
@@ -282,7 +291,7 @@ class SqliteTransaction:
         return int(self.c.execute(sql, args).fetchone()[0])
 
     def put_report_aggregations(self, records: list[ReportAggregationRecord]) -> None:
-        self.c.executemany("INSERT INTO report_aggregations VALUES (?,?,?,?,?,?,?,?)",
+        self.c.executemany("INSERT INTO report_aggregations VALUES (?,?,?,?,?,?,?,?,?)",
                            [(*v[:4], _t(v[4]), *v[5:]) for v in map(_bytes_tuple, records)])
 
     def get_report_aggregations(self, task_id: bytes, job_id: bytes
@@ -320,8 +329,8 @@ class SqliteTransaction:
         return rec
 
     def put_bucket(self, record: BatchBucketRecord) -> None:
-        self.c.execute("INSERT OR REPLACE INTO batch_buckets VALUES (?,?,?,?,?,?,?,?)",
-                       _bytes_tuple(record)[:8])
+        self.c.execute("INSERT OR REPLACE INTO batch_buckets VALUES (?,?,?,?,?,?,?,?,?)",
+                       _bytes_tuple(record)[:9])
 
     def list_buckets(self, task_id: bytes, buckets: list[bytes] | None = None
                      ) -> list[BatchBucketRecord]:
@@ -499,6 +508,12 @@ class SqliteDatastore:
                 for statement in _SCHEMA.split(";"):
                     if statement.strip():
                         self._conn.execute(statement)
+                # Columns added without a version change (additive, with defaults): a
+                # datastore created before them gains them here.
+                for table, column, decl in _ADDED_COLUMNS:
+                    have = {r[1] for r in self._conn.execute(f"PRAGMA table_info({table})")}
+                    if column not in have:
+                        self._conn.execute(f"ALTER TABLE {table} ADD COLUMN {column} {decl}")
                 row = self._conn.execute("SELECT version FROM schema_version").fetchone()
                 if row is None:
                     self._conn.execute("INSERT INTO schema_version VALUES (?)",

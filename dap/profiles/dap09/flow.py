@@ -31,6 +31,15 @@ class Flow09(ClientFlow):
         # Seconds; generate_report rounds them to time_precision (Section 4.4.2).
         return int(now_seconds)
 
+    def report_extension_args(self, extensions: Sequence[tuple[int, bytes]]
+                              ) -> dict[str, Any]:
+        """DAP-09 has no public extensions: the extension goes into both Aggregators'
+        PlaintextInputShare (Section 4.4.2), authenticated by each one's AEAD."""
+        if not extensions:
+            return {}
+        exts = tuple(m09.Extension(t, bytes(d)) for t, d in sorted(extensions))
+        return {"leader_extensions": exts, "helper_extensions": exts}
+
     def encode_upload(self, reports: Sequence[Any]) -> tuple[str, bytes]:
         (report,) = reports
         return "Report", report.encode()

@@ -100,10 +100,14 @@ class Wire09(core.Wire):
 
     def open_input_share(self, task: Any, keypair: HpkeKeypair, role: Role, metadata: Any,
                          public_share: bytes, ciphertext: HpkeCiphertext
-                         ) -> tuple[bytes, list[int]]:
+                         ) -> tuple[bytes, list[tuple[int, bytes]]]:
         aad = task.task.input_share_aad(metadata, public_share)
         plaintext = open_input_share09(keypair, role, aad, ciphertext, profile=task.profile)
-        return plaintext.payload, [int(e.extension_type) for e in plaintext.extensions]
+        if m09.has_duplicate_extension_types(plaintext.extensions):
+            # Section 4.5.1.4: the input share is invalid (invalid_message).
+            raise DecodeError("duplicate report extension types")
+        return plaintext.payload, [(int(e.extension_type), bytes(e.extension_data))
+                                   for e in plaintext.extensions]
 
     def _units(self, task: Any, interval: m09.Interval) -> Interval:
         """A DAP-09 batch interval (seconds) in units; `batchInvalid` unless aligned

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from dap.common import Interval, Time
+from dap.common import Extension, Interval, Time
 from dap.profiles.base import ClientFlow
 from dap.profiles.dap18 import client as client18
 from dap.profiles.dap18 import messages as m18
@@ -24,6 +24,15 @@ class Flow18(ClientFlow):
 
     def report_time(self, task: Any, now_seconds: float) -> int:
         return Time.from_seconds(int(now_seconds), task.time_precision)
+
+    def report_extension_args(self, extensions: Sequence[tuple[int, bytes]]
+                              ) -> dict[str, Any]:
+        """Public extensions (in ReportMetadata, bound into both Aggregators' HPKE
+        associated data, Section 4.4.2.1), in increasing type order (Section 4.4.3)."""
+        if not extensions:
+            return {}
+        return {"public_extensions": tuple(
+            Extension(t, bytes(d)) for t, d in sorted(extensions))}
 
     def encode_upload(self, reports: Sequence[Any]) -> tuple[str, bytes]:
         return "UploadRequest", m18.UploadRequest(tuple(reports)).encode()

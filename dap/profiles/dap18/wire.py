@@ -81,15 +81,17 @@ class Wire18(core.Wire):
                 return ReportError.TASK_EXPIRED
         return None
 
-    def public_extension_types(self, metadata: Any) -> list[int]:
-        return [int(e.extension_type) for e in metadata.public_extensions]
+    def public_extensions(self, metadata: Any) -> list[tuple[int, bytes]]:
+        return [(int(e.extension_type), bytes(e.extension_data))
+                for e in metadata.public_extensions]
 
     def open_input_share(self, task: Any, keypair: HpkeKeypair, role: Role, metadata: Any,
                          public_share: bytes, ciphertext: HpkeCiphertext
-                         ) -> tuple[bytes, list[int]]:
+                         ) -> tuple[bytes, list[tuple[int, bytes]]]:
         aad = input_share_aad(task.task, metadata, public_share)
         plaintext = open_input_share(keypair, role, aad, ciphertext, profile=task.profile)
-        return plaintext.payload, [int(e.extension_type) for e in plaintext.private_extensions]
+        return plaintext.payload, [(int(e.extension_type), bytes(e.extension_data))
+                                   for e in plaintext.private_extensions]
 
     def encode_init_req(self, task: Any, agg_param: bytes, batch_id: bytes | None,
                         items: Sequence[tuple[Any, bytes]],
