@@ -64,7 +64,9 @@ DEFAULT_CTX = b"some application"
 # must raise one of these; any other exception is reported as a crash, not a rejection.
 REJECTIONS: tuple[type[Exception], ...] = (ValueError,)
 
-# Instances that appear in the published directories but that this tool does not replay.
+# Instances that appear in the published directories but that this tool does not replay
+# in some version: VDAF-08's Poplar1 and its IDPF (IdpfPoplar). A name that the version's
+# table knows (`instances`, `VersionTable.idpf`) is replayed whatever this says.
 OUT_OF_SCOPE: dict[str, str] = {
     "Poplar1": "Poplar1/IDPF out of scope",
     "IdpfBBCGGI21": "Poplar1/IDPF out of scope",
@@ -275,6 +277,9 @@ def _prio3_v18() -> dict[str, Instance]:
             ),
         ),
         Instance("Prio3HigherDegree", m, "Prio3HigherDegree", (), "int"),
+        # Section 8.2; the schema's parameter is `bits` (Appendix C), shares is always 2.
+        Instance("Poplar1", "vdaf.poplar1", "Poplar1", ("bits",), "bool_list",
+                 constructor=("bits",)),
     ]
     return {inst.name: inst for inst in table}
 
@@ -320,11 +325,12 @@ class VersionTable:
     instances: Callable[[], dict[str, Instance]]
     schema: VectorSchema
     xof_vectors: bool = False  # the standard set includes the XOF vector files
+    idpf: str | None = None    # the name of the version's IDPF vectors, if replayed
 
 
 # VDAF wire version -> its table. Adding a version is one more entry.
 VERSIONS: dict[int, VersionTable] = {
-    18: VersionTable(VDAF_18, _prio3_v18, SCHEMA_V18),
+    18: VersionTable(VDAF_18, _prio3_v18, SCHEMA_V18, idpf="IdpfBBCGGI21"),
     8: VersionTable(VDAF_08, _prio3_v08, SCHEMA_V08, xof_vectors=True),
 }
 
@@ -906,6 +912,14 @@ def check_xof_document(doc: Mapping[str, Any], name: str,
     return results
 
 
+def is_out_of_scope(name: str, version: int = DEFAULT_VERSION) -> bool:
+    """Whether `check_file` skips files of this instance name in this version."""
+    if name not in OUT_OF_SCOPE:
+        return False
+    table = version_table(version)
+    return name != table.idpf and name not in table.instances()
+
+
 def check_file(
     path: Path | str,
     vdaf_name: str | None = None,
@@ -916,7 +930,7 @@ def check_file(
     name = vdaf_name or instance_name_from_path(path)
     negative = "_bad_" in path.stem
     result = FileResult(path=str(path), instance=name, status="fail", negative=negative)
-    if name in OUT_OF_SCOPE:
+    if is_out_of_scope(name, version):
         result.status = "skip"
         result.reason = OUT_OF_SCOPE[name]
         return result
@@ -924,6 +938,8 @@ def check_file(
         if name in XOF_NAMES:
             doc = load_json(path)
             result.operations = check_xof_document(doc, name, version)
+        elif name == version_table(version).idpf:
+            result.operations = check_idpf_document(load_json(path), version)
         else:
             inst = lookup_instance(name, version)
             doc = load_json(path)
@@ -962,6 +978,7 @@ class VectorSpec:
     measurements: tuple[Any, ...]
     ctx: bytes = DEFAULT_CTX
     index: int | None = None  # the `_N` of the file name, for the standard set
+    agg_param: Any = None     # the decoded aggregation parameter (Prio3: None)
 
     def file_name(self) -> str:
         suffix = "custom" if self.index is None else str(self.index)
@@ -970,6 +987,18 @@ class VectorSpec:
 
 def _spec(instance: str, index: int, measurements: Iterable[Any], **params: Any) -> VectorSpec:
     return VectorSpec(instance, dict(params), tuple(measurements), index=index)
+
+
+def _bits(text: str) -> tuple[bool, ...]:
+    return tuple(c == "1" for c in text)
+
+
+def _poplar1_spec(index: int, bits: int, level: int, prefixes: str,
+                  measurements: Iterable[str]) -> VectorSpec:
+    """A Poplar1 vector: prefixes and measurements as strings of 0 and 1."""
+    return VectorSpec("Poplar1", {"shares": 2, "bits": bits},
+                      tuple(list(_bits(m)) for m in measurements), index=index,
+                      agg_param=(level, tuple(_bits(p) for p in prefixes.split())))
 
 
 _F, _T = False, True
@@ -1030,6 +1059,15 @@ STANDARD_SPECS: dict[int, tuple[VectorSpec, ...]] = {
             shares=3, length=3, max_measurement=65535, chunk_length=7,
         ),
         _spec("Prio3HigherDegree", 0, [2], shares=2),
+        # Poplar1 (Section 8.2): one 4-bit and one 11-bit measurement, every level's
+        # candidate prefixes as the draft's reference generator chooses them.
+        _poplar1_spec(0, 4, 0, "0 1", ["1101"]),
+        _poplar1_spec(1, 4, 1, "00 01 10 11", ["1101"]),
+        _poplar1_spec(2, 4, 2, "000 010 100 110", ["1101"]),
+        _poplar1_spec(3, 4, 3, "0001 0011 0101 0111 1001 1101 1111", ["1101"]),
+        _poplar1_spec(4, 11, 0, "0 1", ["11001000001"]),
+        _poplar1_spec(5, 11, 10, "00000000000 11001000000 11001000001 11111111111",
+                      ["11001000001"]),
     ),
     # The published VDAF-08 Prio3 vectors (ctx is unused: VDAF-08 has none).
     8: (
@@ -1101,7 +1139,7 @@ def generate_vector(spec: VectorSpec, version: int = DEFAULT_VERSION) -> dict[st
     vdaf = inst.build(spec.params)
     if not spec.measurements:
         raise VectorError("a vector needs at least one measurement")
-    agg_param = None
+    agg_param = spec.agg_param
     agg_param_bytes = vdaf.encode_agg_param(agg_param)
     verify_key = counting_bytes(vdaf.VERIFY_KEY_SIZE)
     n = vdaf.SHARES
@@ -1209,15 +1247,27 @@ def write_vector(spec: VectorSpec, out_dir: Path, version: int = DEFAULT_VERSION
 def standard_file_names(version: int = DEFAULT_VERSION) -> list[str]:
     """The file names `generate_standard` writes for a version."""
     names = [spec.file_name() for spec in standard_specs(version)]
-    if version_table(version).xof_vectors:
+    table = version_table(version)
+    if table.idpf is not None:
+        names += [f"{table.idpf}_0.json", POPLAR1_BAD_CORR_INNER]
+    if table.xof_vectors:
         names += [f"{name}.json" for name in XOF_NAMES]
     return names
 
 
 def generate_standard(out_dir: Path, version: int = DEFAULT_VERSION) -> list[Path]:
-    """Write the standard set of vectors for every Prio3 variant into `out_dir` (and the
-    XOF vectors, for a version whose table says so)."""
+    """Write the standard set of vectors for every VDAF into `out_dir`: the positive
+    ones of `STANDARD_SPECS`, for a version with an IDPF its vector and Poplar1's
+    negative vector, and the XOF vectors for a version whose table says so."""
     paths = [write_vector(spec, out_dir, version) for spec in standard_specs(version)]
+    table = version_table(version)
+    if table.idpf is not None:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        for name, doc in ((f"{table.idpf}_0.json", generate_idpf_vector()),
+                          (POPLAR1_BAD_CORR_INNER, generate_poplar1_bad_corr_inner())):
+            path = out_dir / name
+            path.write_text(dumps(doc), encoding="utf-8")
+            paths.append(path)
     if version_table(version).xof_vectors:
         out_dir.mkdir(parents=True, exist_ok=True)
         for name in XOF_NAMES:
@@ -1225,6 +1275,195 @@ def generate_standard(out_dir: Path, version: int = DEFAULT_VERSION) -> list[Pat
             path.write_text(dumps(generate_xof_vector(name, version)), encoding="utf-8")
             paths.append(path)
     return paths
+
+
+# ---------------------------------------------------------------------------------------
+# The IDPF vector and Poplar1's negative vector (draft-20's reference generator).
+
+#: The published IDPF vector: IdpfBBCGGI21 with VALUE_LEN 2 and BITS 10, alpha all zero,
+#: `beta_inner[level] = [level, level]`, `beta_leaf = [BITS - 1] * 2`; rand (the two
+#: keys) and nonce are counting bytes, ctx the default.
+IDPF_VALUE_LEN = 2
+IDPF_BITS = 10
+POPLAR1_BAD_CORR_INNER = "Poplar1_bad_corr_inner.json"
+
+
+def _idpf(value_len: int, bits: int) -> Any:
+    return importlib.import_module("vdaf.idpf").IdpfBBCGGI21(value_len, bits)
+
+
+def _decimal_elems(value: Any, where: str) -> list[int]:
+    """Field elements written as decimal strings (the IDPF vector's beta values)."""
+    if not isinstance(value, list) or not all(isinstance(v, str) and v.isdigit()
+                                              for v in value):
+        raise VectorError(f"{where}: expected a list of decimal strings")
+    return [int(v) for v in value]
+
+
+def generate_idpf_vector(alpha: Sequence[bool] | None = None, bits: int = IDPF_BITS,
+                         value_len: int = IDPF_VALUE_LEN,
+                         ctx: bytes = DEFAULT_CTX) -> dict[str, Any]:
+    """The IDPF vector (the published file's schema: the inputs of `gen`, the keys it
+    returns and the encoded public share)."""
+    idpf = _idpf(value_len, bits)
+    alpha = tuple(alpha) if alpha is not None else (False,) * bits
+    beta_inner = [[level] * value_len for level in range(bits - 1)]
+    beta_leaf = [bits - 1] * value_len
+    rand = counting_bytes(idpf.RAND_SIZE)
+    nonce = counting_bytes(idpf.NONCE_SIZE)
+    public_share, keys = idpf.gen(alpha, beta_inner, beta_leaf, ctx, nonce, rand)
+    return {
+        "alpha": list(alpha),
+        "beta_inner": [[str(x) for x in v] for v in beta_inner],
+        "beta_leaf": [str(x) for x in beta_leaf],
+        "bits": bits,
+        "ctx": ctx.hex(),
+        "keys": [k.hex() for k in keys],
+        "nonce": nonce.hex(),
+        "public_share": idpf.encode_public_share(public_share).hex(),
+    }
+
+
+def check_idpf_document(doc: Mapping[str, Any],
+                        version: int = DEFAULT_VERSION) -> list[OpResult]:
+    """Check an IDPF vector: `gen` on the recorded inputs (rand is the two keys) must
+    return the recorded keys and public share, and the public share must decode and
+    re-encode to the same bytes; then each key is evaluated on the path to `alpha` at
+    every level and the shares must sum to the programmed values."""
+    if version_table(version).idpf is None:
+        raise VectorError(f"no IDPF vectors in VDAF version {version}")
+    bits = doc.get("bits")
+    if isinstance(bits, bool) or not isinstance(bits, int) or bits < 1:
+        raise VectorError("'bits' must be a positive integer")
+    alpha = doc.get("alpha")
+    if not isinstance(alpha, list) or not all(isinstance(b, bool) for b in alpha):
+        raise VectorError("'alpha' must be a list of booleans")
+    inner_json = doc.get("beta_inner")
+    if not isinstance(inner_json, list):
+        raise VectorError("'beta_inner' must be a list")
+    beta_inner = [_decimal_elems(v, f"beta_inner[{i}]") for i, v in enumerate(inner_json)]
+    beta_leaf = _decimal_elems(doc.get("beta_leaf"), "beta_leaf")
+    ctx = _hex(doc.get("ctx"), "ctx")
+    nonce = _hex(doc.get("nonce"), "nonce")
+    keys_json = doc.get("keys")
+    if not isinstance(keys_json, list):
+        raise VectorError("'keys' must be a list of hex strings")
+    keys = [_hex(k, f"keys[{i}]") for i, k in enumerate(keys_json)]
+    expected_public = _hex(doc.get("public_share"), "public_share")
+    idpf = _idpf(len(beta_leaf), bits)
+    results: list[OpResult] = []
+
+    def run(operation: str, compute: Callable[[], str]) -> None:
+        res = OpResult(index=len(results), operation=operation, expect_success=True, ok=False)
+        try:
+            res.detail = compute()
+            res.ok = not res.detail
+        except Exception as exc:
+            res.detail = f"crashed: {type(exc).__name__}: {exc}"
+        results.append(res)
+
+    state: dict[str, Any] = {}
+
+    def gen() -> str:
+        public_share, got_keys = idpf.gen(tuple(alpha), beta_inner, beta_leaf, ctx, nonce,
+                                          b"".join(keys))
+        state["keys"] = got_keys
+        encoded = idpf.encode_public_share(public_share)
+        if got_keys != keys:
+            return "keys mismatch"
+        if encoded != expected_public:
+            return (f"public_share mismatch: expected {_short(expected_public)}, "
+                    f"got {_short(encoded)}")
+        return ""
+
+    def decode() -> str:
+        decoded = idpf.decode_public_share(expected_public)
+        state["public_share"] = decoded
+        return "" if idpf.encode_public_share(decoded) == expected_public else \
+            "public_share does not re-encode to the same bytes"
+
+    def evaluate() -> str:
+        public_share = state["public_share"]
+        for level in range(bits):
+            prefix = tuple(alpha[: level + 1])
+            other = prefix[:-1] + (not prefix[-1],)
+            field = idpf.current_field(level)
+            shares = [idpf.eval(j, public_share, keys[j], level, [prefix, other], ctx, nonce)
+                      for j in range(2)]
+            on_path = field.vec_add(shares[0][0], shares[1][0])
+            off_path = field.vec_add(shares[0][1], shares[1][1])
+            want = beta_inner[level] if level < bits - 1 else beta_leaf
+            if on_path != want or any(off_path):
+                return f"level {level}: the keys do not evaluate to beta on the path"
+        return ""
+
+    run("gen", gen)
+    run("decode_public_share", decode)
+    if results[-1].ok:
+        run("eval", evaluate)
+    return results
+
+
+def generate_poplar1_bad_corr_inner(ctx: bytes = DEFAULT_CTX) -> dict[str, Any]:
+    """The published negative Poplar1 vector: Poplar1(2) sharding (False, True); the
+    first element of the Leader's `corr_inner` is incremented; at level 0 with prefixes
+    0 and 1 both Aggregators run the first round, and the second
+    `verifier_shares_to_message` must fail (the sketch does not verify)."""
+    poplar1 = importlib.import_module("vdaf.poplar1")
+    vdaf = poplar1.Poplar1(2)
+    nonce = counting_bytes(vdaf.NONCE_SIZE)
+    rand = counting_bytes(vdaf.RAND_SIZE)
+    verify_key = counting_bytes(vdaf.VERIFY_KEY_SIZE)
+    agg_param = (0, ((False,), (True,)))
+    public_share, (share0, share1) = vdaf.shard(ctx, (False, True), nonce, rand)
+    corr_inner = list(share0[2])
+    corr_inner[0] = (corr_inner[0] + 1) % vdaf.idpf.field_inner.MODULUS
+    share0 = (share0[0], share0[1], corr_inner, share0[3])
+    states, round0 = [], []
+    for j, share in enumerate((share0, share1)):
+        state, verifier_share = vdaf.verify_init(verify_key, ctx, j, agg_param, nonce,
+                                                 public_share, share)
+        states.append(state)
+        round0.append(verifier_share)
+    message = vdaf.verifier_shares_to_message(ctx, agg_param, round0)
+    round1 = [vdaf.verify_next(ctx, state, message)[1] for state in states]
+    try:
+        vdaf.verifier_shares_to_message(ctx, agg_param, round1)
+    except ValueError:
+        pass
+    else:  # pragma: no cover - the tampered share must be caught
+        raise VectorError("the tampered Poplar1 report verified")
+
+    def op(name: str, **fields: Any) -> dict[str, Any]:
+        return {"operation": name, "report_index": 0, "success": True, **fields}
+
+    operations = [op("verify_init", aggregator_id=0), op("verify_init", aggregator_id=1),
+                  op("verifier_shares_to_message", round=0),
+                  op("verify_next", aggregator_id=0, round=1),
+                  op("verify_next", aggregator_id=1, round=1),
+                  op("verifier_shares_to_message", round=1)]
+    operations[-1]["success"] = False
+    return {
+        "agg_param": vdaf.encode_agg_param(agg_param).hex(),
+        "agg_result": None,
+        "agg_shares": [],
+        "bits": 2,
+        "ctx": ctx.hex(),
+        "operations": operations,
+        "reports": [{
+            "input_shares": [vdaf.encode_input_share(s).hex() for s in (share0, share1)],
+            "measurement": None,
+            "nonce": nonce.hex(),
+            "out_shares": [],
+            "public_share": vdaf.encode_public_share(public_share).hex(),
+            "rand": rand.hex(),
+            "verifier_messages": [vdaf.encode_verifier_message(message).hex()],
+            "verifier_shares": [[vdaf.encode_verifier_share(s).hex() for s in round0],
+                                [vdaf.encode_verifier_share(s).hex() for s in round1]],
+        }],
+        "shares": 2,
+        "verify_key": verify_key.hex(),
+    }
 
 
 def default_measurements(instance: str, params: Mapping[str, Any]) -> tuple[Any, ...]:
@@ -1243,6 +1482,9 @@ def default_measurements(instance: str, params: Mapping[str, Any]) -> tuple[Any,
     if instance == "Prio3MultihotCountVec":
         weight = min(params["max_weight"], length)
         return ([i < weight for i in range(length)], [False] * length)
+    if instance == "Poplar1":
+        bits = params["bits"]
+        return ([i % 2 == 0 for i in range(bits)], [True] * bits, [False] * bits)
     if instance == "Prio3MultiHotHistogram":
         weight = min(params["max_count"], length)
         return ([int(i < weight) for i in range(length)], [0] * length)
