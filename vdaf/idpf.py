@@ -175,40 +175,43 @@ class IdpfBBCGGI21:
             raise IdpfError("incorrect key size")
         if len(nonce) != self.NONCE_SIZE:
             raise IdpfError("incorrect nonce size")
-        wanted = [tuple(bool(b) for b in prefix) for prefix in prefixes]
+        if any(len(prefix) != level + 1 for prefix in prefixes):
+            raise IdpfError("incorrect prefix length")
+        # A node of depth d is the integer of its d+1 bits (MSB first): its parent is
+        # `node >> 1` and the bit that led to it `node & 1`.
+        wanted = [int("".join("1" if b else "0" for b in prefix), 2) for prefix in prefixes]
         if len(set(wanted)) != len(wanted):
             raise IdpfError("prefixes must be unique")
-        if any(len(prefix) != level + 1 for prefix in wanted):
-            raise IdpfError("incorrect prefix length")
         hashes = self._hashes(ctx, nonce)
-        # Nodes of the current depth: prefix -> (seed, ctrl); the root is the key.
-        nodes: dict[tuple[bool, ...], tuple[bytes, bool]] = {(): (bytes(key), bool(agg_id))}
-        values: dict[tuple[bool, ...], list[int]] = {}
+        # The nodes of the current depth: node -> (seed, ctrl); the root holds the key.
+        nodes: dict[int, tuple[bytes, bool]] = {0: (bytes(key), bool(agg_id))}
+        values: dict[int, list[int]] = {}
         for current in range(level + 1):
-            children = sorted({prefix[: current + 1] for prefix in wanted})
-            parents = sorted({child[:-1] for child in children})
+            shift = level - current
+            children = sorted({node >> shift for node in wanted})
+            parents = sorted({child >> 1 for child in children}) if current else [0]
             cw_seed, cw_ctrl, w_cw = public_share[current]
-            extended = self._extend_many(current, [nodes[p][0] for p in parents], ctx,
-                                         nonce, hashes)
-            chosen: list[tuple[tuple[bool, ...], bytes, bool]] = []
-            by_parent = dict(zip(parents, extended, strict=True))
+            extended = dict(zip(parents, self._extend_many(
+                current, [nodes[p][0] for p in parents], ctx, nonce, hashes), strict=True))
+            seeds: list[bytes] = []
+            ctrls: list[bool] = []
             for child in children:
-                (s, t) = by_parent[child[:-1]]
-                prev_ctrl = nodes[child[:-1]][1]
-                bit = int(child[-1])
+                parent = child >> 1 if current else 0
+                (s, t) = extended[parent]
+                bit = child & 1
                 seed = s[bit]
                 ctrl = t[bit]
-                if prev_ctrl:
+                if nodes[parent][1]:
                     seed = _xor(seed, cw_seed)
                     ctrl ^= cw_ctrl[bit]
-                chosen.append((child, seed, ctrl))
+                seeds.append(seed)
+                ctrls.append(ctrl)
             last = current == level
-            converted = self._convert_many(current, [seed for _, seed, _ in chosen], ctx,
-                                           nonce, hashes, want_value=last)
+            converted = self._convert_many(current, seeds, ctx, nonce, hashes,
+                                           want_value=last)
             nodes = {}
-            field = self.current_field(current)
-            p = field.MODULUS
-            for (child, _seed, ctrl), (next_seed, y) in zip(chosen, converted, strict=True):
+            p = self.current_field(current).MODULUS
+            for child, ctrl, (next_seed, y) in zip(children, ctrls, converted, strict=True):
                 nodes[child] = (next_seed, ctrl)
                 if last:
                     if ctrl:
@@ -216,7 +219,7 @@ class IdpfBBCGGI21:
                     if agg_id == 1:
                         y = [(-a) % p for a in y]
                     values[child] = y
-        return [values[prefix] for prefix in wanted]
+        return [values[node] for node in wanted]
 
     # -- auxiliary functions (Section 8.3.4) ----------------------------------------------
 
