@@ -297,3 +297,28 @@ def test_prio3_interval_is_still_collected_once(tmp_path: Path) -> None:
                     await c.collect(query, timeout=5, max_poll_interval=POLL)
 
     asyncio.run(scenario())
+
+
+def test_upload_and_collect_commands_on_a_poplar1_task(tmp_path: Path,
+                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    from dap.cli.errors import CliError
+    from dap.cli.upload import parse_measurement
+    from dap.provision import new_task
+    from ppm.cli import main
+
+    vdaf = Poplar1(16)
+    assert parse_measurement("0100000101011010", vdaf) == _bits(0x415A, 16)
+    assert parse_measurement("hex:415a", vdaf) == _bits(0x415A, 16)
+    assert parse_measurement("text:AZ", vdaf) == _bits(0x415A, 16)
+    assert parse_measurement("text:A", vdaf) == _bits(0x4100, 16)  # zero-padded
+    for bad in ("0101", "hex:41", "text:ABC", "01000001010110102", "hex:zz"):
+        with pytest.raises(CliError, match="expected 16 bits as 0/1, or hex:/text: for 2"):
+            parse_measurement(bad, vdaf)
+    pt = new_task(vdaf, "http://127.0.0.1:1/", "http://127.0.0.1:2/",
+                  profile=get_profile("dap-19"))
+    task_file = tmp_path / "collector-task.json"
+    task_file.write_text(json.dumps(pt.collector_view()))
+    assert main(["collect", "--task", str(task_file), "--interval", "0,60"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["ppm: error: a Poplar1 task is collected with an aggregation parameter: "
+                   "use ppm analytics heavy-hitters"]
