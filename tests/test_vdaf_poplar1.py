@@ -22,7 +22,7 @@ from vdaf.idpf import (
     pack_bits,
     unpack_bits,
 )
-from vdaf.poplar1 import EVALUATE, REVEAL, FieldVec, Poplar1
+from vdaf.poplar1 import EVALUATE, REVEAL, FieldVec, Poplar1, Poplar1V08
 from vdaf.vdaf import VdafError, gen_rand, run_vdaf
 from vdaf.xof import XofFixedKeyAes128
 
@@ -327,3 +327,57 @@ def test_verification_messages_round_trip_and_refuse_bad_lengths() -> None:
             vdaf.decode_agg_share(agg_param, encoded_agg + bytes(field.ENCODED_SIZE))
         with pytest.raises(VdafError, match="FieldVec"):
             vdaf.encode_agg_share([0, 0, 0])
+
+
+# -- VDAF-08's Poplar1 (draft-irtf-cfrg-vdaf-08 Section 8), for DAP-09 -----------------------
+
+
+def test_poplar1_v08_counts_and_takes_integer_measurements() -> None:
+    vdaf = Poplar1V08(5)
+    assert (vdaf.ID, vdaf.RAND_SIZE, vdaf.VERIFY_KEY_SIZE) == (0x1000, 80, 16)
+    measurements: list[object] = [0b10110, 0b10110, _bits(0b00111, 5), 0b11111]
+    key = gen_rand(16)
+    level_2 = (2, tuple(_bits(i, 3) for i in range(8)))
+    assert run_vdaf(vdaf, key, level_2, b"", measurements) == [0, 1, 0, 0, 0, 2, 0, 1]
+    with pytest.raises(VdafError, match="application context"):
+        run_vdaf(vdaf, key, level_2, b"ctx", measurements)
+    with pytest.raises(VdafError, match="below 2"):
+        vdaf.shard(b"", 32, bytes(16), bytes(80))
+    unsorted = (0, ((True,), (False,)))
+    public_share, shares = vdaf.shard(b"", 3, bytes(16), bytes(80))
+    with pytest.raises(VdafError, match="unique and sorted"):
+        vdaf.verify_init(key, b"", 0, unsorted, bytes(16), public_share, shares[0])
+
+
+def test_poplar1_v08_is_valid_only_forbids_a_level_twice() -> None:
+    vdaf = Poplar1V08(8)
+    f, t = False, True
+    first = (2, ((t, f, f),))
+    assert vdaf.is_valid((0, ((f,), (t,))), [first])  # lower levels are allowed in 08
+    assert not vdaf.is_valid((2, ((f, f, f),)), [first])
+
+
+@settings(max_examples=100, deadline=None)
+@given(agg_params())
+def test_poplar1_v08_agg_param_round_trips_strictly(
+        agg_param: tuple[int, tuple[tuple[bool, ...], ...]]) -> None:
+    vdaf = Poplar1V08(20)
+    encoded = vdaf.encode_agg_param(agg_param)
+    level, prefixes = agg_param
+    assert len(encoded) == 6 + ((level + 1) * len(prefixes) + 7) // 8
+    assert vdaf.decode_agg_param(encoded) == agg_param
+    assert vdaf.agg_param_from_json(vdaf.agg_param_to_json(agg_param)) == agg_param
+    with pytest.raises(VdafError):
+        vdaf.decode_agg_param(encoded + b"\x00")
+    if ((level + 1) * len(prefixes)) % 8:
+        with pytest.raises(VdafError, match="trailing bits"):
+            vdaf.decode_agg_param(encoded[:6] + bytes([encoded[6] | 0x80]) + encoded[7:])
+
+
+def test_poplar1_v08_published_agg_param() -> None:
+    # The JSON [3, [1, 3, 5, 7, 9, 13, 15]] of the published Poplar1_3 (VDAF-08).
+    vdaf = Poplar1V08(4)
+    param = vdaf.agg_param_from_json([3, [1, 3, 5, 7, 9, 13, 15]])
+    assert param[1][5] == (True, True, False, True)
+    assert vdaf.agg_param_to_json(vdaf.decode_agg_param(vdaf.encode_agg_param(param))) == \
+        [3, [1, 3, 5, 7, 9, 13, 15]]

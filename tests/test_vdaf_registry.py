@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from vdaf import prio3, registry
-from vdaf.poplar1 import Poplar1
+from vdaf.poplar1 import Poplar1, Poplar1V08
 from vdaf.profiles import VDAF_08, VDAF_18
 from vdaf.registry import RegistryError
 from vdaf.vdaf import gen_rand, run_vdaf
@@ -35,6 +35,7 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
         "Prio3Sum": {"bits": 4},
         "Prio3SumVec": {"length": 3, "bits": 3},
         "Prio3Histogram": {"length": 4},
+        "Poplar1": {"bits": 8},
         "Prio3MultiHotHistogram": {"length": 4, "max_count": 2},
     },
 }
@@ -56,6 +57,7 @@ CLASSES = {
     ("08", "Prio3Sum"): prio3.Prio3SumV08,
     ("08", "Prio3SumVec"): prio3.Prio3SumVecV08,
     ("08", "Prio3Histogram"): prio3.Prio3HistogramV08,
+    ("08", "Poplar1"): Poplar1V08,
     ("08", "Prio3MultiHotHistogram"): prio3.Prio3MultiHotHistogramV08,
 }
 
@@ -67,7 +69,7 @@ def test_versions_and_names() -> None:
     assert registry.names() == registry.names("18") == tuple(EXAMPLES["18"])
     assert registry.names("08") == tuple(EXAMPLES["08"])
     assert registry.names("08", test_only=False) == ("Prio3Count", "Prio3Sum", "Prio3SumVec",
-                                                     "Prio3Histogram")
+                                                     "Prio3Histogram", "Poplar1")
     assert registry.names("18", test_only=False) == registry.names("18")
     assert registry.names("18", agg_param=False) == registry.names("18")[:-1]
     assert registry.takes_agg_param("Poplar1") and not registry.takes_agg_param("Prio3Sum")
@@ -165,7 +167,7 @@ def test_codepoints() -> None:
     # draft-irtf-cfrg-vdaf-08 Section 10; the test-only variant has the private-use ID.
     assert {n: registry.codepoint(n, "08") for n in registry.names("08")} == {
         "Prio3Count": 0, "Prio3Sum": 1, "Prio3SumVec": 2, "Prio3Histogram": 3,
-        "Prio3MultiHotHistogram": 0xFFFFFFFF}
+        "Poplar1": 0x1000, "Prio3MultiHotHistogram": 0xFFFFFFFF}
     assert registry.codepoint("Poplar1", "08") == 0x1000
     for version, name in CASES:
         vdaf = registry.build(name, EXAMPLES[version][name], version)
@@ -222,7 +224,7 @@ def test_lookup_errors(call: Any, message: str) -> None:
      "Prio3MultiHotHistogram is not a VDAF of draft-irtf-cfrg-vdaf-18..20 (VDAF-18); it is "
      "a test-only VDAF of the published VDAF-08 test vectors"),
     ("Poplar1", {}, "18", "Poplar1 needs bits"),
-    ("Poplar1", {}, "08", "Poplar1 is a VDAF of draft-irtf-cfrg-vdaf-08 (VDAF-08) but"),
+    ("Poplar1", {}, "08", "Poplar1 needs bits"),
     ("Prio3SumVecWithMultiproof", {}, "18", "unknown VDAF 'Prio3SumVecWithMultiproof'"),
     ("Prio3Count", {}, "20", "unknown VDAF version '20'"),
     # Missing parameters.
@@ -351,6 +353,7 @@ def params08(draw: st.DrawFn) -> tuple[str, dict[str, Any]]:
         "Prio3Histogram": {"length": length, "chunk_length": draw(chunk)},
         "Prio3MultiHotHistogram": {"length": length, "max_count": draw(st.integers(1, length)),
                                    "chunk_length": draw(chunk)},
+        "Poplar1": {"bits": bits},
     }
     return name, table[name]
 

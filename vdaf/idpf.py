@@ -33,8 +33,17 @@ from collections.abc import Sequence
 from Crypto.Cipher import AES
 from Crypto.Hash import TurboSHAKE128
 
-from vdaf.field import Field, Field64, Field255, FieldError
-from vdaf.xof import FRAMING_V18, XofFixedKeyAes128, XofTurboShake128, format_dst
+from vdaf.field import Field, Field64, Field255, FieldError, next_power_of_2
+from vdaf.xof import (
+    FRAMING_V08,
+    FRAMING_V18,
+    Xof,
+    XofFixedKeyAes128,
+    XofFraming,
+    XofTurboShake128,
+    format_dst,
+    xof_with,
+)
 
 CorrectionWord = tuple[bytes, tuple[bool, bool], list[int]]
 PublicShare = list[CorrectionWord]
@@ -54,12 +63,13 @@ class FixedKeyAesHash:
     `blocks` computes the first `count` blocks of the streams of many seeds with one ECB
     call."""
 
-    def __init__(self, dst: bytes, binder: bytes) -> None:
+    def __init__(self, dst: bytes, binder: bytes, framing: XofFraming = FRAMING_V18) -> None:
         h = TurboSHAKE128.new(domain=2)
-        h.update(FRAMING_V18.fixed_key_input(dst, binder))
+        h.update(framing.fixed_key_input(dst, binder))
         self._ecb = AES.new(bytes(h.read(16)), AES.MODE_ECB)
         self.dst = dst
         self.binder = binder
+        self.framing = framing
 
     def blocks(self, seeds: Sequence[bytes], count: int) -> list[bytes]:
         """For each seed, the first `16 * count` bytes of its XOF stream."""
@@ -80,9 +90,10 @@ class FixedKeyAesHash:
         step = 16 * count
         return [out[i : i + step] for i in range(0, len(out), step)]
 
-    def xof(self, seed: bytes) -> XofFixedKeyAes128:
+    def xof(self, seed: bytes) -> Xof:
         """The draft's XOF object for one seed (for the rare reads past the first blocks)."""
-        return XofFixedKeyAes128(seed, self.dst, self.binder)
+        cls = xof_with(XofFixedKeyAes128, XofFixedKeyAes128.SEED_SIZE, self.framing)
+        return cls(seed, self.dst, self.binder)
 
 
 class IdpfBBCGGI21:
@@ -118,8 +129,7 @@ class IdpfBBCGGI21:
             raise IdpfError("incorrect beta_inner length")
         if len(rand) != self.RAND_SIZE:
             raise IdpfError("incorrect rand size")
-        if len(nonce) != self.NONCE_SIZE:
-            raise IdpfError("incorrect nonce size")
+        self._check_nonce(nonce)
         key = [bytes(rand[: self.KEY_SIZE]), bytes(rand[self.KEY_SIZE :])]
         hashes = self._hashes(ctx, nonce)
         seed = list(key)
@@ -173,8 +183,7 @@ class IdpfBBCGGI21:
             raise IdpfError("public share has the wrong number of correction words")
         if len(key) != self.KEY_SIZE:
             raise IdpfError("incorrect key size")
-        if len(nonce) != self.NONCE_SIZE:
-            raise IdpfError("incorrect nonce size")
+        self._check_nonce(nonce)
         if any(len(prefix) != level + 1 for prefix in prefixes):
             raise IdpfError("incorrect prefix length")
         # A node of depth d is the integer of its d+1 bits (MSB first): its parent is
@@ -223,6 +232,15 @@ class IdpfBBCGGI21:
 
     # -- auxiliary functions (Section 8.3.4) ----------------------------------------------
 
+    def _check_nonce(self, nonce: bytes) -> None:
+        if len(nonce) != self.NONCE_SIZE:
+            raise IdpfError("incorrect nonce size")
+
+    def _aes_level(self, level: int) -> bool:
+        """Whether `extend` and `convert` use XofFixedKeyAes128 at this level (draft-20:
+        every level but the last, which uses XofTurboShake128)."""
+        return level < self.BITS - 1
+
     def _hashes(self, ctx: bytes, nonce: bytes) -> tuple[FixedKeyAesHash, FixedKeyAesHash]:
         """The fixed-key AES hashes of `extend` and `convert` for one report."""
         return (FixedKeyAesHash(format_dst(1, 0, 0) + ctx, nonce),
@@ -242,7 +260,7 @@ class IdpfBBCGGI21:
         """The draft's `extend` of each seed: two seeds, their low bits the control bits
         (then cleared)."""
         k = self.KEY_SIZE
-        if level < self.BITS - 1:
+        if self._aes_level(level):
             streams = hashes[0].blocks(seeds, 2)
         else:
             streams = [self._leaf_xof(seed, 0, ctx, nonce).next(2 * k) for seed in seeds]
@@ -264,7 +282,7 @@ class IdpfBBCGGI21:
         by rejection sampling. Without `want_value` the elements are left out (empty)."""
         k = self.KEY_SIZE
         field = self.current_field(level)
-        if level == self.BITS - 1:
+        if not self._aes_level(level):
             out = []
             for seed in seeds:
                 xof = self._leaf_xof(seed, 1, ctx, nonce)
@@ -278,14 +296,16 @@ class IdpfBBCGGI21:
         streams = hashes[1].blocks(seeds, count)
         results: list[tuple[bytes, list[int]]] = []
         p = field.MODULUS
+        mask = next_power_of_2(p) - 1
         for seed, stream in zip(seeds, streams, strict=True):
             next_seed = stream[:k]
             if not want_value:
                 results.append((next_seed, []))
                 continue
-            # Field64: every 8-byte chunk is a candidate (no mask); a rejection (chance
-            # about 2^-32 per element) falls back to the draft's XOF for this seed.
-            w = field._parse(stream[k:need])
+            # Rejection sampling (Section 6.2): each chunk, masked to the modulus' bit
+            # length, is a candidate. A rejection (chance about 2^-32 per Field64 element,
+            # 2^-250 per Field255 one) falls back to the draft's XOF for this seed.
+            w = [x & mask for x in field._parse(stream[k:need])]
             if any(x >= p for x in w):
                 aes_xof = hashes[1].xof(seed)
                 aes_xof.next(k)
@@ -387,5 +407,62 @@ def decode_index(index: Sequence[bool]) -> bytes:
                  for i in range(0, len(index), 8))
 
 
-__all__ = ["CorrectionWord", "FixedKeyAesHash", "IdpfBBCGGI21", "IdpfError", "PublicShare",
+class IdpfPoplar(IdpfBBCGGI21):
+    """IdpfPoplar of draft-irtf-cfrg-vdaf-08 (Section 8.3): the same construction with
+    VDAF-08's XOF framing and DST version byte, XofFixedKeyAes128 at every level (the
+    leaves too), no application context (`ctx` must be empty), a binder of any length in
+    place of the nonce, and a public share that interleaves each level's seed and value
+    correction words after the packed control bits."""
+
+    def _check_nonce(self, nonce: bytes) -> None:
+        pass  # draft-08's binder has no fixed size (its vector uses b"some nonce")
+
+    def _aes_level(self, level: int) -> bool:
+        return True
+
+    def _hashes(self, ctx: bytes, nonce: bytes) -> tuple[FixedKeyAesHash, FixedKeyAesHash]:
+        if ctx:
+            raise IdpfError("IdpfPoplar (VDAF-08) has no application context")
+        return (FixedKeyAesHash(format_dst(1, 0, 0, 8), nonce, FRAMING_V08),
+                FixedKeyAesHash(format_dst(1, 0, 1, 8), nonce, FRAMING_V08))
+
+    def encode_public_share(self, public_share: PublicShare) -> bytes:
+        if len(public_share) != self.BITS:
+            raise IdpfError("public share has the wrong number of correction words")
+        bits: list[bool] = []
+        body = b""
+        for level, (seed_cw, ctrl_cw, w_cw) in enumerate(public_share):
+            if len(seed_cw) != self.KEY_SIZE or len(w_cw) != self.VALUE_LEN:
+                raise IdpfError("malformed correction word")
+            bits += [bool(ctrl_cw[0]), bool(ctrl_cw[1])]
+            try:
+                body += bytes(seed_cw) + self.current_field(level).encode_vec(w_cw)
+            except (FieldError, OverflowError) as exc:
+                raise IdpfError(f"correction word payload: {exc}") from None
+        return pack_bits(bits) + body
+
+    def decode_public_share(self, encoded: bytes) -> PublicShare:
+        if len(encoded) != self.public_share_size():
+            raise IdpfError(f"public share must be {self.public_share_size()} bytes, "
+                            f"got {len(encoded)}")
+        packed_len = (2 * self.BITS + 7) // 8
+        bits = unpack_bits(encoded[:packed_len], 2 * self.BITS)
+        pos = packed_len
+        out: PublicShare = []
+        for level in range(self.BITS):
+            field = self.current_field(level)
+            seed = bytes(encoded[pos : pos + self.KEY_SIZE])
+            pos += self.KEY_SIZE
+            size = field.ENCODED_SIZE * self.VALUE_LEN
+            try:
+                w = field.decode_vec(encoded[pos : pos + size])
+            except FieldError as exc:
+                raise IdpfError(f"public share: {exc}") from None
+            pos += size
+            out.append((seed, (bits[2 * level], bits[2 * level + 1]), w))
+        return out
+
+
+__all__ = ["CorrectionWord", "FixedKeyAesHash", "IdpfBBCGGI21", "IdpfError", "IdpfPoplar",
+           "PublicShare",
            "decode_index", "encode_index", "pack_bits", "unpack_bits"]

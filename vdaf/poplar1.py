@@ -20,10 +20,11 @@ Every operation validates its input and raises `VdafError` on anything malformed
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any, ClassVar
 
 from vdaf.field import Field, FieldError
-from vdaf.idpf import IdpfBBCGGI21, IdpfError, PublicShare
-from vdaf.profiles import VDAF_18
+from vdaf.idpf import IdpfBBCGGI21, IdpfError, IdpfPoplar, PublicShare
+from vdaf.profiles import VDAF_08, VDAF_18
 from vdaf.vdaf import Vdaf, VdafError
 from vdaf.xof import Xof
 
@@ -59,6 +60,7 @@ class Poplar1(Vdaf):
 
     NAME = "Poplar1"
     ID = VDAF_18.codepoint("Poplar1")
+    IDPF: ClassVar[type[IdpfBBCGGI21]] = IdpfBBCGGI21
     SHARES = 2
     ROUNDS = 2
     NONCE_SIZE = 16
@@ -67,7 +69,7 @@ class Poplar1(Vdaf):
         if not 0 < bits < 2**16:
             raise VdafError("Poplar1 needs bits in [1, 2^16)")
         self.bits = bits
-        self.idpf = IdpfBBCGGI21(2, bits)
+        self.idpf = self.IDPF(2, bits)
         self.xof: type[Xof] = self.PROFILE.xof
         self.VERIFY_KEY_SIZE = self.xof.SEED_SIZE
         self.RAND_SIZE = self.xof.SEED_SIZE * 3 + self.idpf.RAND_SIZE
@@ -77,15 +79,19 @@ class Poplar1(Vdaf):
 
     # -- sharding (Section 8.2.1) ---------------------------------------------------------
 
+    def _measurement(self, measurement: Any) -> tuple[bool, ...]:
+        if isinstance(measurement, str | bytes) or len(measurement) != self.bits or \
+                not all(isinstance(b, bool) for b in measurement):
+            raise VdafError(f"a Poplar1 measurement is {self.bits} booleans")
+        return tuple(measurement)
+
     def shard(self, ctx: bytes, measurement: Sequence[bool], nonce: bytes,
               rand: bytes) -> tuple[PublicShare, list[InputShare]]:
         if len(nonce) != self.NONCE_SIZE:
             raise VdafError("incorrect nonce size")
         if len(rand) != self.RAND_SIZE:
             raise VdafError("incorrect size of random bytes argument")
-        if len(measurement) != self.bits or \
-                not all(isinstance(b, bool) for b in measurement):
-            raise VdafError(f"a Poplar1 measurement is {self.bits} booleans")
+        measurement = self._measurement(measurement)
         bits = self.bits
         inner, leaf = self.idpf.field_inner, self.idpf.field_leaf
         l = self.xof.SEED_SIZE  # noqa: E741 (the draft's name)
@@ -189,7 +195,7 @@ class Poplar1(Vdaf):
         p = field.MODULUS
         if step == EVALUATE:
             if verifier_message is None:
-                raise VdafError("expected value, got none")
+                verifier_message = self._no_first_message(field)
             if len(verifier_message) != 3:
                 raise VdafError("incorrect sketch length")
             big_a, big_b, agg_id = verify_mem[:3]
@@ -201,6 +207,9 @@ class Poplar1(Vdaf):
                 return FieldVec(field, verify_mem)
             raise VdafError("invalid verifier message")
         raise VdafError("invalid verification state")
+
+    def _no_first_message(self, field: type[Field]) -> list[int]:
+        raise VdafError("expected value, got none")
 
     def verifier_shares_to_message(self, ctx: bytes, agg_param: AggParam,
                                    verifier_shares: list[list[int]]) -> list[int] | None:
@@ -427,3 +436,107 @@ class Poplar1(Vdaf):
         except FieldError as exc:
             raise VdafError(f"stored verification state: {exc}") from None
         return (_STEPS[encoded[0]], level, mem)
+
+
+class Poplar1V08(Poplar1):
+    """Poplar1 of draft-irtf-cfrg-vdaf-08 (Section 8), for DAP-09: IdpfPoplar, VDAF-08's
+    XOF (16-byte seeds) and codepoint, no application context. The Python types are
+    draft-20's (bool tuples; an int measurement, the draft-08 type, is accepted too);
+    what differs on the wire is the aggregation parameter's encoding (every prefix an
+    integer of level+1 bits, packed into one big-endian integer, the first prefix in the
+    low bits) and what differs in behaviour is below:
+
+    - `is_valid`: only that no previous parameter had the same level (draft-08 Section
+      8.2.3); `verify_init` refuses prefixes that are not unique and sorted;
+    - `verify_next` reads a missing first-round message as zeros (draft-08 `prep_next`).
+
+    Our decoding of the aggregation parameter is stricter than draft-08's: non-zero
+    padding bits above the last prefix are refused."""
+
+    PROFILE = VDAF_08
+    ID = VDAF_08.codepoint("Poplar1")
+    IDPF = IdpfPoplar
+
+    def _measurement(self, measurement: Any) -> tuple[bool, ...]:
+        if isinstance(measurement, int) and not isinstance(measurement, bool):
+            if not 0 <= measurement < 2**self.bits:
+                raise VdafError(f"a Poplar1 measurement is below 2^{self.bits}")
+            return tuple(bool((measurement >> (self.bits - 1 - i)) & 1)
+                         for i in range(self.bits))
+        return super()._measurement(measurement)
+
+    def _no_first_message(self, field: type[Field]) -> list[int]:
+        return field.zeros(3)
+
+    def verify_init(self, verify_key: bytes, ctx: bytes, agg_id: int, agg_param: AggParam,
+                    nonce: bytes, public_share: PublicShare,
+                    input_share: InputShare) -> tuple[VerifyState, list[int]]:
+        _, prefixes = self._check_agg_param(agg_param)
+        if any(prefixes[i - 1] >= prefixes[i] for i in range(1, len(prefixes))):
+            raise VdafError("candidate prefixes must be unique and sorted")
+        return super().verify_init(verify_key, ctx, agg_id, agg_param, nonce, public_share,
+                                   input_share)
+
+    def is_valid(self, agg_param: AggParam, previous_agg_params: Sequence[AggParam]) -> bool:
+        level = agg_param[0]
+        return all(level != other[0] for other in previous_agg_params)
+
+    def encode_agg_param(self, agg_param: AggParam) -> bytes:
+        level, prefixes = agg_param
+        if not 0 <= level < 2**16:
+            raise VdafError("level out of range")
+        if len(prefixes) >= 2**32:
+            raise VdafError("too many prefixes")
+        width = level + 1
+        packed = 0
+        for i, prefix in enumerate(prefixes):
+            if len(prefix) != width:
+                raise VdafError("a prefix of a level-L parameter has L+1 bits")
+            packed |= _prefix_int(prefix) << (width * i)
+        size = (width * len(prefixes) + 7) // 8
+        return level.to_bytes(2, "big") + len(prefixes).to_bytes(4, "big") + \
+            packed.to_bytes(size, "big")
+
+    def decode_agg_param(self, encoded: bytes) -> AggParam:
+        if len(encoded) < 6:
+            raise VdafError("Poplar1 aggregation parameter too short")
+        level = int.from_bytes(encoded[:2], "big")
+        count = int.from_bytes(encoded[2:6], "big")
+        if level >= self.bits:
+            raise VdafError(f"level {level} out of range for {self.bits} bits")
+        width = level + 1
+        size = (width * count + 7) // 8
+        if len(encoded) != 6 + size:
+            raise VdafError(f"Poplar1 aggregation parameter: {count} prefixes of {width} "
+                            f"bits need {size} bytes, got {len(encoded) - 6}")
+        packed = int.from_bytes(encoded[6:], "big")
+        if packed >> (width * count):
+            raise VdafError("trailing bits in the packed prefixes")
+        mask = (1 << width) - 1
+        return (level, tuple(_int_prefix((packed >> (width * i)) & mask, width)
+                             for i in range(count)))
+
+    # The published VDAF-08 vectors write the parameter as JSON `[level, [prefix, ...]]`
+    # with integer prefixes (and the measurement as an integer).
+    def agg_param_from_json(self, value: Any) -> AggParam:
+        try:
+            level, prefixes = value
+            width = int(level) + 1
+            return (int(level), tuple(_int_prefix(int(p), width) for p in prefixes))
+        except (TypeError, ValueError):
+            raise VdafError(f"not a VDAF-08 Poplar1 aggregation parameter: {value!r}") from None
+
+    def agg_param_to_json(self, agg_param: AggParam) -> Any:
+        level, prefixes = agg_param
+        return [level, [_prefix_int(p) for p in prefixes]]
+
+
+def _prefix_int(prefix: Sequence[bool]) -> int:
+    out = 0
+    for bit in prefix:
+        out = (out << 1) | int(bool(bit))
+    return out
+
+
+def _int_prefix(value: int, width: int) -> tuple[bool, ...]:
+    return tuple(bool((value >> (width - 1 - i)) & 1) for i in range(width))

@@ -5,16 +5,18 @@ Section 10; draft-irtf-cfrg-vdaf-08 Section 10): `Prio3Histogram`, not the class
 A version is a VDAF wire version as `vdaf.profiles` defines it:
 
     "18"  draft-irtf-cfrg-vdaf-18..20 (VDAF-18): Prio3Count, Prio3Sum, Prio3SumVec,
-          Prio3Histogram, Prio3MultihotCountVec (Section 7.4); the classes `Prio3Count`, ...
+          Prio3Histogram, Prio3MultihotCountVec (Section 7.4), Poplar1 (Section 8); the
+          classes `Prio3Count`, ...
     "08"  draft-irtf-cfrg-vdaf-08 (VDAF-08): Prio3Count, Prio3Sum, Prio3SumVec,
-          Prio3Histogram (draft-08 Section 7.4), and the test-only Prio3MultiHotHistogram
-          of the published VDAF-08 vectors; the classes `Prio3CountV08`, ...
+          Prio3Histogram (draft-08 Section 7.4), Poplar1 (Section 8), and the test-only
+          Prio3MultiHotHistogram of the published VDAF-08 vectors; the classes
+          `Prio3CountV08`, ...
 
-`Poplar1` (Section 8) is registered in both versions. VDAF-18's is implemented
-(`vdaf.poplar1`, parameter `bits`; it always has two shares); VDAF-08's is not: `build`
-refuses it. The other test-only variants of the
-draft's vectors (Prio3SumVecWithMultiproof, Prio3HigherDegree) take a field class and
-are built by `vdaf.vectors` directly; they are not registry VDAFs.
+`Poplar1` (Section 8) is registered in both versions (`vdaf.poplar1`: `Poplar1`, and
+`Poplar1V08` for VDAF-08), with the parameter `bits`; it always has two shares. The
+test-only variants of the draft's vectors (Prio3SumVecWithMultiproof,
+Prio3HigherDegree) take a field class and are built by `vdaf.vectors` directly; they are
+not registry VDAFs.
 
 Parameters are the constructor arguments after `shares`, by name (`parameters_of` gives
 them back, so `build(name_of(v), parameters_of(v), version_of(v))` rebuilds `v`):
@@ -86,7 +88,8 @@ _VERSIONS: dict[str, _Version] = {
         key="08", profile=VDAF_08, short="VDAF-08",
         drafts=range(8, 9),
         classes=(prio3.Prio3CountV08, prio3.Prio3SumV08, prio3.Prio3SumVecV08,
-                 prio3.Prio3HistogramV08, prio3.Prio3MultiHotHistogramV08)),
+                 prio3.Prio3HistogramV08, poplar1.Poplar1V08,
+                 prio3.Prio3MultiHotHistogramV08)),
 }
 
 #: Registered in the drafts' Section 10 but not implemented by this project.

@@ -247,6 +247,9 @@ def _prio3_v08() -> dict[str, Instance]:
             hidden=(("field", "Field64"), ("num_proofs", 4)),
             constructor=("shares", "field", "num_proofs", "length", "bits", "chunk_length"),
         ),
+        # draft-08 Section 8: the measurement is an integer of `bits` bits.
+        Instance("Poplar1", "vdaf.poplar1", "Poplar1V08", ("bits",), "int",
+                 constructor=("bits",)),
     ]
     return {inst.name: inst for inst in table}
 
@@ -326,12 +329,14 @@ class VersionTable:
     schema: VectorSchema
     xof_vectors: bool = False  # the standard set includes the XOF vector files
     idpf: str | None = None    # the name of the version's IDPF vectors, if replayed
+    poplar1_negative: bool = False  # the standard set has Poplar1_bad_corr_inner.json
 
 
 # VDAF wire version -> its table. Adding a version is one more entry.
 VERSIONS: dict[int, VersionTable] = {
-    18: VersionTable(VDAF_18, _prio3_v18, SCHEMA_V18, idpf="IdpfBBCGGI21"),
-    8: VersionTable(VDAF_08, _prio3_v08, SCHEMA_V08, xof_vectors=True),
+    18: VersionTable(VDAF_18, _prio3_v18, SCHEMA_V18, idpf="IdpfBBCGGI21",
+                     poplar1_negative=True),
+    8: VersionTable(VDAF_08, _prio3_v08, SCHEMA_V08, xof_vectors=True, idpf="IdpfPoplar"),
 }
 
 
@@ -527,9 +532,15 @@ class _Replay:
         self.verify_key = _hex(doc.get("verify_key"), "verify_key")
         if "agg_param" not in doc:
             raise VectorError("missing 'agg_param'")
-        agg_param_bytes = schema.agg_param_from_json(doc["agg_param"])
+        raw_param = doc["agg_param"]
         try:
-            self.agg_param = vdaf.decode_agg_param(agg_param_bytes)
+            if isinstance(raw_param, list) and hasattr(vdaf, "agg_param_from_json"):
+                # VDAF-08's Poplar1 files write the parameter as JSON, not as bytes.
+                self.agg_param = vdaf.agg_param_from_json(raw_param)
+            else:
+                self.agg_param = vdaf.decode_agg_param(schema.agg_param_from_json(raw_param))
+        except VectorError:
+            raise
         except Exception as exc:
             raise VectorError(f"agg_param: cannot decode: {exc}") from exc
         reports = doc.get(self.rk)
@@ -1100,6 +1111,12 @@ STANDARD_SPECS: dict[int, tuple[VectorSpec, ...]] = {
             [list(range(10)), [1] * 10, [255] * 10],
             shares=2, length=10, bits=8, chunk_length=9,
         ),
+        # VDAF-08's Poplar1 vectors: the measurement 13 (1101) of 4 bits.
+        *(VectorSpec("Poplar1", {"shares": 2, "bits": 4}, (13,), index=i,
+                     agg_param=(level, tuple(_bits(p) for p in prefixes.split())))
+          for i, (level, prefixes) in enumerate([
+              (0, "0 1"), (1, "00 01 10 11"), (2, "000 010 100 110"),
+              (3, "0001 0011 0101 0111 1001 1101 1111")])),
     ),
 }
 
@@ -1197,7 +1214,9 @@ def generate_vector(spec: VectorSpec, version: int = DEFAULT_VERSION) -> dict[st
         agg_shares.append(agg_share)
     agg_result = vdaf.unshard(agg_param, agg_shares, len(spec.measurements))
     doc: dict[str, Any] = {
-        "agg_param": schema.agg_param_to_json(agg_param_bytes),
+        "agg_param": (vdaf.agg_param_to_json(agg_param)
+                      if not schema.ctx and hasattr(vdaf, "agg_param_to_json")
+                      else schema.agg_param_to_json(agg_param_bytes)),
         "agg_result": _jsonable(agg_result),
         "agg_shares": [vdaf.encode_agg_share(s).hex() for s in agg_shares],
         schema.reports: reports,
@@ -1249,7 +1268,9 @@ def standard_file_names(version: int = DEFAULT_VERSION) -> list[str]:
     names = [spec.file_name() for spec in standard_specs(version)]
     table = version_table(version)
     if table.idpf is not None:
-        names += [f"{table.idpf}_0.json", POPLAR1_BAD_CORR_INNER]
+        names.append(f"{table.idpf}_0.json")
+    if table.poplar1_negative:
+        names.append(POPLAR1_BAD_CORR_INNER)
     if table.xof_vectors:
         names += [f"{name}.json" for name in XOF_NAMES]
     return names
@@ -1261,10 +1282,14 @@ def generate_standard(out_dir: Path, version: int = DEFAULT_VERSION) -> list[Pat
     negative vector, and the XOF vectors for a version whose table says so."""
     paths = [write_vector(spec, out_dir, version) for spec in standard_specs(version)]
     table = version_table(version)
+    extra: list[tuple[str, dict[str, Any]]] = []
     if table.idpf is not None:
+        extra.append((f"{table.idpf}_0.json", generate_idpf_vector(version=version)))
+    if table.poplar1_negative:
+        extra.append((POPLAR1_BAD_CORR_INNER, generate_poplar1_bad_corr_inner()))
+    if extra:
         out_dir.mkdir(parents=True, exist_ok=True)
-        for name, doc in ((f"{table.idpf}_0.json", generate_idpf_vector()),
-                          (POPLAR1_BAD_CORR_INNER, generate_poplar1_bad_corr_inner())):
+        for name, doc in extra:
             path = out_dir / name
             path.write_text(dumps(doc), encoding="utf-8")
             paths.append(path)
@@ -1288,8 +1313,16 @@ IDPF_BITS = 10
 POPLAR1_BAD_CORR_INNER = "Poplar1_bad_corr_inner.json"
 
 
-def _idpf(value_len: int, bits: int) -> Any:
-    return importlib.import_module("vdaf.idpf").IdpfBBCGGI21(value_len, bits)
+#: VDAF-08's IDPF vector (IdpfPoplar_0.json): the same inputs, but `alpha` is an integer
+#: (written as a decimal string), there is no ctx, and a 10-byte binder replaces the nonce.
+IDPF_BINDER_V08 = b"some nonce"
+
+
+def _idpf(value_len: int, bits: int, version: int = DEFAULT_VERSION) -> Any:
+    name = version_table(version).idpf
+    if name is None:
+        raise VectorError(f"no IDPF vectors in VDAF version {version}")
+    return getattr(importlib.import_module("vdaf.idpf"), name)(value_len, bits)
 
 
 def _decimal_elems(value: Any, where: str) -> list[int]:
@@ -1301,15 +1334,27 @@ def _decimal_elems(value: Any, where: str) -> list[int]:
 
 
 def generate_idpf_vector(alpha: Sequence[bool] | None = None, bits: int = IDPF_BITS,
-                         value_len: int = IDPF_VALUE_LEN,
-                         ctx: bytes = DEFAULT_CTX) -> dict[str, Any]:
+                         value_len: int = IDPF_VALUE_LEN, ctx: bytes = DEFAULT_CTX,
+                         version: int = DEFAULT_VERSION) -> dict[str, Any]:
     """The IDPF vector (the published file's schema: the inputs of `gen`, the keys it
     returns and the encoded public share)."""
-    idpf = _idpf(value_len, bits)
+    idpf = _idpf(value_len, bits, version)
     alpha = tuple(alpha) if alpha is not None else (False,) * bits
     beta_inner = [[level] * value_len for level in range(bits - 1)]
     beta_leaf = [bits - 1] * value_len
     rand = counting_bytes(idpf.RAND_SIZE)
+    if not version_table(version).schema.ctx:
+        public_share, keys = idpf.gen(alpha, beta_inner, beta_leaf, b"", IDPF_BINDER_V08,
+                                      rand)
+        return {
+            "alpha": str(int("".join("1" if b else "0" for b in alpha), 2)),
+            "beta_inner": [[str(x) for x in v] for v in beta_inner],
+            "beta_leaf": [str(x) for x in beta_leaf],
+            "binder": IDPF_BINDER_V08.hex(),
+            "bits": bits,
+            "keys": [k.hex() for k in keys],
+            "public_share": idpf.encode_public_share(public_share).hex(),
+        }
     nonce = counting_bytes(idpf.NONCE_SIZE)
     public_share, keys = idpf.gen(alpha, beta_inner, beta_leaf, ctx, nonce, rand)
     return {
@@ -1336,21 +1381,29 @@ def check_idpf_document(doc: Mapping[str, Any],
     if isinstance(bits, bool) or not isinstance(bits, int) or bits < 1:
         raise VectorError("'bits' must be a positive integer")
     alpha = doc.get("alpha")
+    if isinstance(alpha, str) and alpha.isdigit() and int(alpha) < 2**bits:
+        # VDAF-08: an integer of `bits` bits, MSB first.
+        alpha = [bool((int(alpha) >> (bits - 1 - i)) & 1) for i in range(bits)]
     if not isinstance(alpha, list) or not all(isinstance(b, bool) for b in alpha):
-        raise VectorError("'alpha' must be a list of booleans")
+        raise VectorError("'alpha' must be a list of booleans (or, VDAF-08, an integer "
+                          "below 2^bits as a decimal string)")
     inner_json = doc.get("beta_inner")
     if not isinstance(inner_json, list):
         raise VectorError("'beta_inner' must be a list")
     beta_inner = [_decimal_elems(v, f"beta_inner[{i}]") for i, v in enumerate(inner_json)]
     beta_leaf = _decimal_elems(doc.get("beta_leaf"), "beta_leaf")
-    ctx = _hex(doc.get("ctx"), "ctx")
-    nonce = _hex(doc.get("nonce"), "nonce")
+    if "binder" in doc:  # VDAF-08: no ctx, a binder in place of the nonce
+        ctx = b""
+        nonce = _hex(doc.get("binder"), "binder")
+    else:
+        ctx = _hex(doc.get("ctx"), "ctx")
+        nonce = _hex(doc.get("nonce"), "nonce")
     keys_json = doc.get("keys")
     if not isinstance(keys_json, list):
         raise VectorError("'keys' must be a list of hex strings")
     keys = [_hex(k, f"keys[{i}]") for i, k in enumerate(keys_json)]
     expected_public = _hex(doc.get("public_share"), "public_share")
-    idpf = _idpf(len(beta_leaf), bits)
+    idpf = _idpf(len(beta_leaf), bits, version)
     results: list[OpResult] = []
 
     def run(operation: str, compute: Callable[[], str]) -> None:
