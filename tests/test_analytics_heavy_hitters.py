@@ -4,9 +4,8 @@ heavy-hitters`, `dap/core/agg_params.py`).
 - the walk down the prefix tree, against a local Poplar1 run: it asks for each level's
   survivors' children, every parameter valid after the previous ones;
 - end to end over real HTTP (tests/dap_harness.py: a Leader and a Helper on 127.0.0.1)
-  with planted heavy hitters, for dap-18 and dap-19 (dap-09 speaks VDAF-08, whose Poplar1
-  this project does not implement), once through `ppm analytics heavy-hitters` as a
-  separate process;
+  with planted heavy hitters, for every shipped profile (dap-09 with VDAF-08's Poplar1),
+  once through `ppm analytics heavy-hitters` as a separate process;
 - the Aggregators' rules for aggregation parameters: a batch collected once per
   parameter, each valid after the previous ones, with the same interval; a report
   aggregated once per parameter; time-interval only.
@@ -35,8 +34,8 @@ from dap.collector import CollectionError
 from dap.common import BatchMode, ReportError, Role
 from dap.core import agg_params
 from dap.profiles import get_profile
-from tests.dap_harness import AggregatorPair, Proto
-from vdaf.poplar1 import Poplar1
+from tests.dap_harness import PROTOS, AggregatorPair, Proto
+from vdaf.poplar1 import Poplar1, Poplar1V08
 from vdaf.vdaf import gen_rand, run_vdaf
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
@@ -120,13 +119,18 @@ async def _upload(pair: AggregatorPair, pt: Any, measurements: list[Any]) -> Non
     assert result.accepted == len(measurements)
 
 
-@pytest.mark.parametrize("profile", ["dap-18", "dap-19"])
+def poplar1(profile: str, bits: int) -> Poplar1:
+    """The profile's Poplar1: VDAF-08's for dap-09, draft-20's otherwise."""
+    return Poplar1V08(bits) if get_profile(profile).vdaf_version == "08" else Poplar1(bits)
+
+
+@pytest.mark.parametrize("profile", [p.name for p in PROTOS])
 def test_heavy_hitters_end_to_end(tmp_path: Path, profile: str) -> None:
     measurements, heavy = planted(8, seed=2)
 
     async def scenario() -> None:
         async with AggregatorPair(tmp_path, FAST, FAST) as pair:
-            vdaf = Poplar1(8)
+            vdaf = poplar1(profile, 8)
             pt = pair.provision(vdaf, min_batch_size=10, profile=get_profile(profile))
             await _upload(pair, pt, measurements)
             query = pair.current_interval_query(pt)
@@ -137,9 +141,11 @@ def test_heavy_hitters_end_to_end(tmp_path: Path, profile: str) -> None:
                 assert all(lv.report_count == len(measurements) for lv in result.levels)
                 # Level 0 counts every report.
                 assert sum(result.levels[0].counts) == len(measurements)
-                # The batch is collected at each level once: level 0 again is refused.
+                # The batch is collected at each level once: level 0 again is refused
+                # (DAP-09: its max_batch_query_count, one query per level, is reached).
                 again = vdaf.encode_agg_param((0, ((False,), (True,))))
-                with pytest.raises(CollectionError, match="batchOverlap"):
+                with pytest.raises(CollectionError,
+                                   match="batchOverlap|batchQueriedTooManyTimes"):
                     await collector.collect(query, again, timeout=5)
             # The Helper recorded each report at every level it verified.
             with pair.helper_state.datastore.transaction() as tx:
@@ -258,6 +264,33 @@ def test_collection_rules_for_aggregation_parameters(tmp_path: Path) -> None:
                     param = vdaf.encode_agg_param((level, (prefix,)))
                     assert agg_params.replay_error(tx, task, any_report, time_unit,
                                                    param) == want
+
+    asyncio.run(scenario())
+
+
+def test_dap09_max_batch_query_count(tmp_path: Path) -> None:
+    """DAP-09 Section 4.6.6: a batch queried with more distinct parameters than the task's
+    max_batch_query_count is refused with batchQueriedTooManyTimes."""
+    import dataclasses
+
+    async def scenario() -> None:
+        async with AggregatorPair(tmp_path, FAST, FAST) as pair:
+            vdaf = Poplar1V08(4)
+            pt = pair.provision(vdaf, min_batch_size=2, profile=get_profile("dap-09"))
+            assert pt.task.max_batch_query_count == 4  # one query per level by default
+            pt.task = dataclasses.replace(pt.task, max_batch_query_count=2)
+            pair.add(pt)
+            await _upload(pair, pt, [_bits(0b1010, 4)] * 2 + [_bits(0b0110, 4)])
+            query = pair.current_interval_query(pt)
+            async with pair.collector(pt) as c:
+                for level in (0, 2):
+                    param = (level, tuple(_bits(i, level + 1) for i in range(2 ** (level + 1))))
+                    got = await c.collect(query, vdaf.encode_agg_param(param), timeout=10,
+                                          max_poll_interval=POLL)
+                    assert sum(got.aggregate_result) == 3
+                with pytest.raises(CollectionError, match="batchQueriedTooManyTimes"):
+                    await c.collect(query, vdaf.encode_agg_param((3, (_bits(10, 4),))),
+                                    timeout=5)
 
     asyncio.run(scenario())
 
