@@ -525,3 +525,21 @@ def test_version_table_has_one_entry_per_version() -> None:
     assert vectors.DEFAULT_VERSION in vectors.VERSIONS
     names = set(vectors.instances(18))
     assert {s.instance for s in STANDARD} == names
+
+
+def test_generate_poplar1_for_chosen_parameters(tmp_path: Path,
+                                                capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["vdaf", "vectors", "generate", "--out", str(tmp_path), "--vdaf", "Poplar1",
+                 "--bits", "6", "--level", "2", "--prefixes", "101", "001",
+                 "--measurements", "[true,false,true,true,true,true]",
+                 "[false,false,true,false,false,false]", "[true,false,true,false,false,true]"]) == 0
+    doc = json.loads((tmp_path / "Poplar1_custom.json").read_text())
+    assert doc["agg_result"] == [1, 2]  # prefixes sorted: 001, 101
+    assert check_file(tmp_path / "Poplar1_custom.json").status == "pass"
+    capsys.readouterr()
+    assert main(["vdaf", "vectors", "generate", "--out", str(tmp_path), "--vdaf", "Poplar1",
+                 "--bits", "6", "--prefixes", "01"]) == 2
+    assert "prefix '01' is not 1 characters 0/1" in capsys.readouterr().err
+    assert main(["vdaf", "vectors", "generate", "--out", str(tmp_path), "--vdaf",
+                 "Prio3Count", "--level", "1"]) == 2
+    assert "Prio3Count has no aggregation parameter" in capsys.readouterr().err

@@ -12,11 +12,15 @@ operation marked `success: false` must be rejected (raise `ValueError`); every o
 operation must succeed. In a positive vector (no `success: false`) every recorded output
 must also be reproduced by some operation, so that a vector cannot pass by omission.
 The XOF vectors of the same directory (`XofTurboShake128.json`, ...) are checked against
-the version's XOFs (`VdafProfile.xofs`); Poplar1/IDPF files are skipped as out of scope.
+the version's XOFs (`VdafProfile.xofs`), and the IDPF vector (`IdpfBBCGGI21_0.json`,
+VDAF-08's `IdpfPoplar_0.json`) by `check_idpf_document`: `gen` must give the recorded
+keys and public share, and the keys must evaluate to beta on alpha's path.
 
 `generate_vector` runs the same flow forward from a `VectorSpec` and returns the JSON
-document. `STANDARD_SPECS` is the table of the published Prio3 vectors: with the
-deterministic randomness convention below our output is byte-identical to them.
+document. `STANDARD_SPECS` is the table of the published Prio3 and Poplar1 vectors (a
+Poplar1 spec carries its aggregation parameter); `generate_idpf_vector` and
+`generate_poplar1_bad_corr_inner` write the IDPF vector and Poplar1's negative one: with
+the deterministic randomness convention below our output is byte-identical to them.
 
 Deterministic randomness convention of the published vectors (read off the files):
 `verify_key`, every report's `nonce` and every report's `rand` are the byte strings
@@ -39,7 +43,8 @@ described by `SCHEMA_V08`; the reader and the generator take every difference fr
 - there are no `operations`: a file implies the standard flow (per report: shard,
   verify_init of each Aggregator, verifier_shares_to_message and verify_next for each
   round; then aggregate for each Aggregator and unshard), which `check` replays;
-- Prio3's aggregation parameter is JSON `null` (not `""`);
+- Prio3's aggregation parameter is JSON `null` (not `""`), Poplar1's the JSON
+  `[level, [prefix, ...]]` with integer prefixes (not hex), and its measurement an integer;
 - each output share is a list with one hex string per field element (not one string).
 
 The measurements are the same in both; the parameters are the version's (VDAF-08's Sum
