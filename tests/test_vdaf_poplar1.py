@@ -264,11 +264,13 @@ def test_agg_param_published_encoding() -> None:
 
 
 @settings(max_examples=15, deadline=None)
-@given(st.integers(1, 12), st.data())
-def test_report_shares_round_trip_strictly(bits: int, data: st.DataObject) -> None:
-    vdaf = Poplar1(bits)
+@given(st.integers(1, 12), st.sampled_from([Poplar1, Poplar1V08]), st.data())
+def test_report_shares_round_trip_strictly(bits: int, cls: type[Poplar1],
+                                           data: st.DataObject) -> None:
+    vdaf = cls(bits)
+    ctx = CTX if cls is Poplar1 else b""  # VDAF-08 has no application context
     alpha = tuple(data.draw(st.lists(st.booleans(), min_size=bits, max_size=bits)))
-    public_share, shares = vdaf.shard(CTX, alpha, gen_rand(16), gen_rand(vdaf.RAND_SIZE))
+    public_share, shares = vdaf.shard(ctx, alpha, gen_rand(16), gen_rand(vdaf.RAND_SIZE))
     encoded = vdaf.encode_public_share(public_share)
     assert vdaf.decode_public_share(encoded) == public_share
     for bad in (encoded[:-1], encoded + b"\x00"):
