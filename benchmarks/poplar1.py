@@ -7,7 +7,9 @@ prefixes.
                                           [--levels L...] [--json]
 
 Prints the median (and minimum) over N reports with fresh OS randomness per report, after
-one warm-up report. Verification at level L walks the IDPF tree from the root for each
+one warm-up report, and one run of the IDPF evaluation of both Aggregators against the
+draft's per-prefix loop (`draft_eval`, which must give the same values). Verification at
+level L walks the IDPF tree from the root for each
 report (the draft's stateless `eval`; nodes shared by several prefixes are computed once),
 so its cost grows with L and with the number of prefixes; the last level (255) uses
 XofTurboShake128 and Field255.
@@ -25,8 +27,10 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from vdaf.idpf import IdpfBBCGGI21  # noqa: E402
 from vdaf.poplar1 import Poplar1  # noqa: E402
 from vdaf.vdaf import gen_rand  # noqa: E402
+from vdaf.xof import XofFixedKeyAes128, XofTurboShake128, format_dst  # noqa: E402
 
 CTX = b"benchmark"
 
@@ -62,6 +66,38 @@ def _verify(vdaf: Poplar1, key: bytes, agg_param: Any, nonce: bytes, public_shar
     outs = [vdaf.verify_next(CTX, states[j], final) for j in range(2)]
     return [int(a + b) % vdaf.idpf.current_field(agg_param[0]).MODULUS
             for a, b in zip(*outs, strict=True)]
+
+
+def draft_eval(idpf: IdpfBBCGGI21, agg_id: int, public_share: Any, key: bytes, level: int,
+               prefixes: Any, ctx: bytes, nonce: bytes) -> list[list[int]]:
+    """The draft's `eval` as written (Section 8.3.3): each prefix walked from the root, a
+    new XOF (key derivation and AES key schedule) per `extend` and `convert`. For the
+    comparison only; `IdpfBBCGGI21.eval` gives the same values."""
+    out = []
+    for prefix in prefixes:
+        seed, ctrl = key, bool(agg_id)
+        y: list[int] = []
+        for current in range(level + 1):
+            seed_cw, ctrl_cw, w_cw = public_share[current]
+            cls = XofFixedKeyAes128 if current < idpf.BITS - 1 else XofTurboShake128
+            xof = cls(seed, format_dst(1, 0, 0) + ctx, nonce)
+            s = [bytearray(xof.next(16)), bytearray(xof.next(16))]
+            t = [bool(s[0][0] & 1), bool(s[1][0] & 1)]
+            s[0][0] &= 0xFE
+            s[1][0] &= 0xFE
+            if ctrl:
+                s = [bytearray(a ^ b for a, b in zip(x, seed_cw, strict=True)) for x in s]
+                t = [t[0] ^ ctrl_cw[0], t[1] ^ ctrl_cw[1]]
+            bit = int(prefix[current])
+            ctrl = t[bit]
+            field = idpf.current_field(current)
+            xof = cls(bytes(s[bit]), format_dst(1, 0, 1) + ctx, nonce)
+            seed = xof.next(16)
+            y = xof.next_vec(field, idpf.VALUE_LEN)
+            if ctrl:
+                y = field.vec_add(y, w_cw)
+        out.append(y if agg_id == 0 else field.vec_neg(y))
+    return out
 
 
 def _ms(samples: list[float]) -> tuple[float, float]:
@@ -110,16 +146,34 @@ def main(argv: list[str] | None = None) -> int:
             med, low = _ms(times)
             rows.append({"operation": "verify", "level": level,
                          "prefixes": len(agg_param[1]), "median_ms": med, "min_ms": low})
+    # The draft's per-prefix eval against ours, both Aggregators' IDPF evaluations only.
+    for level, count in ((bits - 2, 32),):  # the draft loop takes ~1 s per 16 prefixes
+        if count > 2 ** (level + 1):
+            continue
+        alpha, nonce, public_share, shares = reports[1]
+        prefixes = _prefixes(alpha, level, count)
+        timing = {}
+        for label, fn in (("eval (ours)", vdaf.idpf.eval),
+                          ("eval (draft loop)", lambda *a: draft_eval(vdaf.idpf, *a))):
+            t0 = time.perf_counter()
+            values = [fn(j, public_share, shares[j][0], level, prefixes, CTX, nonce)
+                      for j in range(2)]
+            timing[label] = (time.perf_counter() - t0, values)
+        assert timing["eval (ours)"][1] == timing["eval (draft loop)"][1]
+        for label, (seconds, _) in timing.items():
+            rows.append({"operation": label, "level": level, "prefixes": len(prefixes),
+                         "median_ms": seconds * 1e3, "min_ms": seconds * 1e3})
     if args.json:
         print(json.dumps({"bits": bits, "reps": args.reps, "rows": rows}, indent=2))
         return 0
     print(f"Poplar1(bits={bits}), {args.reps} reports each, both Aggregators, ms per report")
-    print(f"{'operation':<10} {'level':>6} {'prefixes':>9} {'median':>10} {'min':>10}")
+    print(f"{'operation':<18} {'level':>6} {'prefixes':>9} {'median':>10} {'min':>10}")
     for row in rows:
         level = "" if row["level"] is None else str(row["level"])
         prefixes = "" if row["prefixes"] is None else str(row["prefixes"])
-        print(f"{row['operation']:<10} {level:>6} {prefixes:>9} {row['median_ms']:>10.2f} "
+        print(f"{row['operation']:<18} {level:>6} {prefixes:>9} {row['median_ms']:>10.2f} "
               f"{row['min_ms']:>10.2f}")
+    print("(eval rows: one run, both Aggregators' IDPF evaluation only)")
     return 0
 
 
