@@ -355,3 +355,25 @@ def test_upload_and_collect_commands_on_a_poplar1_task(tmp_path: Path,
     err = capsys.readouterr().err.strip().splitlines()
     assert err == ["ppm: error: a Poplar1 task is collected with an aggregation parameter: "
                    "use ppm analytics heavy-hitters"]
+
+
+def test_task_create_refuses_a_leader_selected_poplar1_task(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from ppm.cli import main
+
+    for role, name in (("leader", "l.json"), ("helper", "h.json")):
+        (tmp_path / name).write_text(json.dumps({"role": role, "datastore": f"{role}.sqlite"}))
+    code = main(["task", "create", "--vdaf", "Poplar1", "--bits", "8", "--batch-mode",
+                 "leader-selected", "--leader-config", str(tmp_path / "l.json"),
+                 "--helper-config", str(tmp_path / "h.json")])
+    assert code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "Poplar1 tasks are time-interval" in err[0]
+    # Nothing was provisioned into either datastore.
+    from dap.storage.sqlite import SqliteDatastore
+
+    for role in ("leader", "helper"):
+        store = SqliteDatastore(tmp_path / f"{role}.sqlite")
+        with store.transaction() as tx:
+            assert tx.list_tasks() == []
+        store.close()
