@@ -71,7 +71,8 @@ def test_versions_and_names() -> None:
     assert registry.names("08", test_only=False) == ("Prio3Count", "Prio3Sum", "Prio3SumVec",
                                                      "Prio3Histogram", "Poplar1")
     assert registry.names("18", test_only=False) == registry.names("18")
-    assert registry.names("18", agg_param=False) == registry.names("18")[:-1]
+    assert set(registry.names("18")) - set(registry.names("18", agg_param=False)) == \
+        {"Poplar1"}
     assert registry.takes_agg_param("Poplar1") and not registry.takes_agg_param("Prio3Sum")
     # The other spellings of a version.
     for spelling in ("08", "vdaf-08", 8, VDAF_08):
