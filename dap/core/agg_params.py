@@ -19,7 +19,9 @@ takes_agg_param`), the drafts say:
   Section 4.5.1.4).
 
 DAP-18 and DAP-19 have no `max_batch_query_count` and say that "DAP ... only allows
-each measurement to be aggregated once" (DAP-18 Section 1); they do keep
+each measurement to be aggregated once" (DAP-18 Section 1; its change log for draft 14:
+aggregation parameter validity "is relevant for VDAFs for which validity depends on how
+many times a report might be aggregated (at most once in DAP)"); they do keep
 `invalidAggregationParameter`, `Vdaf.is_valid` (Section 4.5.2) and eager aggregation as
 an option. To run heavy hitters over them we apply DAP-09's rules above to these drafts
 too (a deviation, stated here and in ARCHITECTURE.md): a batch is re-collected only with
