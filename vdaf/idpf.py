@@ -97,7 +97,7 @@ class FixedKeyAesHash:
 
 
 class IdpfBBCGGI21:
-    """The IDPF of Section 8.3 (Table 16): SHARES 2, KEY_SIZE 16, Field64 inner values,
+    """The IDPF of Section 8.3: SHARES 2, KEY_SIZE 16, Field64 inner values,
     Field255 leaf values."""
 
     SHARES = 2

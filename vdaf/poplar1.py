@@ -2,7 +2,7 @@
 with each candidate prefix, verified by the arithmetic sketch of BBCGGI21.
 
 `Poplar1(bits)` is built on `IdpfBBCGGI21(2, bits)` (`vdaf.idpf`) and XofTurboShake128.
-Types of Table 14, with field vectors as `list[int]`:
+Types of the table "VDAF parameters for Poplar1", with field vectors as `list[int]`:
 
     Measurement     tuple[bool, ...] of length BITS (a list is accepted)
     AggParam        (level, prefixes): prefixes a tuple of bool tuples of length level+1
@@ -28,7 +28,7 @@ from vdaf.profiles import VDAF_08, VDAF_18
 from vdaf.vdaf import Vdaf, VdafError
 from vdaf.xof import Xof
 
-# Table 15.
+# The table "Constants used by Poplar1".
 USAGE_SHARD_RAND = 1
 USAGE_CORR_INNER = 2
 USAGE_CORR_LEAF = 3
@@ -37,7 +37,6 @@ USAGE_VERIFY_RAND = 4
 AggParam = tuple[int, tuple[tuple[bool, ...], ...]]
 InputShare = tuple[bytes, bytes, list[int], list[int]]
 VerifyState = tuple[bytes, int, list[int]]
-
 
 
 class FieldVec(list[int]):
@@ -56,7 +55,7 @@ _STEPS = (EVALUATE, REVEAL)
 
 
 class Poplar1(Vdaf):
-    """Poplar1 with BITS-bit measurements (Section 8.2, Table 14)."""
+    """Poplar1 with BITS-bit measurements (Section 8.2)."""
 
     NAME = "Poplar1"
     ID = VDAF_18.codepoint("Poplar1")
