@@ -86,11 +86,14 @@ def test_multihot_field_order() -> None:
     assert config == Prio3MultihotCountVecConfig(length=10, chunk_length=4, max_weight=3)
 
 
-def test_poplar1_configuration_decodes_but_is_not_implemented() -> None:
+def test_poplar1_configuration_decodes_and_builds() -> None:
     name, config = decode_vdaf_configuration(6, bytes.fromhex("0100"), profile=DAP_18)
     assert name == "Poplar1" and config.bits == 256  # type: ignore[attr-defined]
-    with pytest.raises(TaskError, match="not implemented"):
-        vdaf_from_configuration(6, bytes.fromhex("0100"), profile=DAP_18)
+    vdaf = vdaf_from_configuration(6, bytes.fromhex("0100"), profile=DAP_18)
+    assert type(vdaf).__name__ == "Poplar1" and vdaf.bits == 256
+    assert vdaf_configuration(vdaf, profile=DAP_18) == (6, bytes.fromhex("0100"))
+    with pytest.raises(TaskError, match="invalid Poplar1 parameters"):
+        vdaf_from_configuration(6, bytes.fromhex("0000"), profile=DAP_18)
 
 
 def test_unusable_vdafs() -> None:

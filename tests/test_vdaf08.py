@@ -1,6 +1,6 @@
 """VDAF-08 (draft-irtf-cfrg-vdaf-08), the wire version of the dap-09 interop profile.
 
-- every published VDAF-08 Prio3 and XOF vector passes `check` (Poplar1/IDPF skipped);
+- every published VDAF-08 vector (Prio3, Poplar1, IdpfPoplar, XOF) passes `check`;
 - `generate --vdaf-version 08` reproduces the published files byte for byte, and the
   committed `test_vectors/vdaf-08` is that output;
 - end to end for every VDAF-08 variant with 2..5 Aggregators, through every codec and
@@ -49,7 +49,6 @@ from vdaf.prio3 import (
 from vdaf.profiles import VDAF_08, VDAF_18, Prio3Sharding
 from vdaf.vdaf import VdafError, run_vdaf
 from vdaf.vectors import (
-    OUT_OF_SCOPE,
     STANDARD_SPECS,
     FileResult,
     VectorSpec,
@@ -93,9 +92,7 @@ def test_published_file_checks(shared_dir: Path, name: str) -> None:
     path = shared_dir.joinpath(*PUBLISHED, name)
     instance = instance_name_from_path(path)
     result = check_file(path, version=V)
-    if instance in OUT_OF_SCOPE:
-        assert (result.status, result.reason) == ("skip", "Poplar1/IDPF out of scope")
-        pytest.skip(result.reason)
+    assert not vectors.is_out_of_scope(instance, V)
     assert result.status == "pass", _explain(result)
     # Each file's implied flow was replayed, every step compared with the file.
     assert result.operations and all(op.ok and op.expect_success for op in result.operations)
@@ -114,9 +111,8 @@ def test_check_command_on_the_published_directory(
     directory = shared_dir.joinpath(*PUBLISHED)
     assert main(["vdaf", "vectors", "check", "--vdaf-version", "08", str(directory)]) == 0
     out = capsys.readouterr().out.splitlines()
-    # 11 Prio3 + 2 XOF files pass; Poplar1_0..3 and IdpfPoplar_0 are skipped.
-    assert out[-1] == "13 passed, 0 failed, 5 skipped"
-    assert sum("Poplar1/IDPF out of scope" in line for line in out) == 5
+    # 11 Prio3, 4 Poplar1, the IdpfPoplar and 2 XOF files pass.
+    assert out[-1] == "18 passed, 0 failed, 0 skipped"
 
 
 def test_draft20_tool_rejects_vdaf08_files(shared_dir: Path) -> None:
@@ -143,10 +139,14 @@ def test_generate_xof_is_byte_identical_to_published(shared_dir: Path, name: str
     assert dumps(generate_xof_vector(name.removesuffix(".json"), V)).encode() == published
 
 
-def test_standard_set_is_the_published_prio3_and_xof_set(shared_dir: Path) -> None:
-    published = {p.name for p in shared_dir.joinpath(*PUBLISHED).glob("*.json")
-                 if instance_name_from_path(p) not in OUT_OF_SCOPE}
+def test_standard_set_is_the_published_set(shared_dir: Path) -> None:
+    published = {p.name for p in shared_dir.joinpath(*PUBLISHED).glob("*.json")}
     assert set(vectors.standard_file_names(V)) == published
+
+
+def test_generate_idpf_poplar_is_byte_identical_to_published(shared_dir: Path) -> None:
+    published = shared_dir.joinpath(*PUBLISHED, "IdpfPoplar_0.json").read_bytes()
+    assert dumps(vectors.generate_idpf_vector(version=V)).encode() == published
 
 
 def test_generate_command_writes_the_committed_set(tmp_path: Path) -> None:

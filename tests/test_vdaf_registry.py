@@ -15,6 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from vdaf import prio3, registry
+from vdaf.poplar1 import Poplar1, Poplar1V08
 from vdaf.profiles import VDAF_08, VDAF_18
 from vdaf.registry import RegistryError
 from vdaf.vdaf import gen_rand, run_vdaf
@@ -28,12 +29,14 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
         "Prio3Histogram": {"length": 4},
         "Prio3MultihotCountVec": {"length": 4, "max_weight": 2},
         "Prio3L1BoundSum": {"length": 3, "max_value": 6},
+        "Poplar1": {"bits": 8},
     },
     "08": {
         "Prio3Count": {},
         "Prio3Sum": {"bits": 4},
         "Prio3SumVec": {"length": 3, "bits": 3},
         "Prio3Histogram": {"length": 4},
+        "Poplar1": {"bits": 8},
         "Prio3MultiHotHistogram": {"length": 4, "max_count": 2},
     },
 }
@@ -42,6 +45,7 @@ MEASUREMENTS: dict[str, Any] = {
     "Prio3Count": 1, "Prio3Sum": 7, "Prio3SumVec": [1, 0, 5], "Prio3Histogram": 2,
     "Prio3MultihotCountVec": [True, False, True, False], "Prio3MultiHotHistogram": [1, 0, 1, 0],
     "Prio3L1BoundSum": [1, 0, 5],
+    "Poplar1": [True, False, True, True, False, False, False, True],
 }
 
 CLASSES = {
@@ -51,10 +55,12 @@ CLASSES = {
     ("18", "Prio3Histogram"): prio3.Prio3Histogram,
     ("18", "Prio3MultihotCountVec"): prio3.Prio3MultihotCountVec,
     ("18", "Prio3L1BoundSum"): prio3.Prio3L1BoundSum,
+    ("18", "Poplar1"): Poplar1,
     ("08", "Prio3Count"): prio3.Prio3CountV08,
     ("08", "Prio3Sum"): prio3.Prio3SumV08,
     ("08", "Prio3SumVec"): prio3.Prio3SumVecV08,
     ("08", "Prio3Histogram"): prio3.Prio3HistogramV08,
+    ("08", "Poplar1"): Poplar1V08,
     ("08", "Prio3MultiHotHistogram"): prio3.Prio3MultiHotHistogramV08,
 }
 
@@ -66,8 +72,11 @@ def test_versions_and_names() -> None:
     assert registry.names() == registry.names("18") == tuple(EXAMPLES["18"])
     assert registry.names("08") == tuple(EXAMPLES["08"])
     assert registry.names("08", test_only=False) == ("Prio3Count", "Prio3Sum", "Prio3SumVec",
-                                                     "Prio3Histogram")
+                                                     "Prio3Histogram", "Poplar1")
     assert registry.names("18", test_only=False) == registry.names("18")
+    assert set(registry.names("18")) - set(registry.names("18", agg_param=False)) == \
+        {"Poplar1"}
+    assert registry.takes_agg_param("Poplar1") and not registry.takes_agg_param("Prio3Sum")
     # The other spellings of a version.
     for spelling in ("08", "vdaf-08", 8, VDAF_08):
         assert registry.profile(spelling) is VDAF_08
@@ -94,6 +103,12 @@ def test_build_round_trips_and_runs(version: str, name: str) -> None:
     text = registry.build(name, {k: str(v) for k, v in params.items()}, version)
     assert registry.parameters_of(text) == params
     # The object works: one measurement through shard, verify, aggregate, unshard.
+    if name == "Poplar1":  # the count of each 2-bit prefix
+        agg_param = (1, ((False, False), (False, True), (True, False), (True, True)))
+        result = run_vdaf(vdaf, gen_rand(vdaf.VERIFY_KEY_SIZE), agg_param, b"",
+                          [MEASUREMENTS[name]])
+        assert result == [0, 0, 1, 0]
+        return
     result = run_vdaf(vdaf, gen_rand(vdaf.VERIFY_KEY_SIZE), None, b"", [MEASUREMENTS[name]])
     expected = MEASUREMENTS[name]
     if isinstance(expected, list):
@@ -153,12 +168,12 @@ def test_codepoints() -> None:
     # draft-irtf-cfrg-vdaf-20 Section 10.
     assert {n: registry.codepoint(n, "18") for n in registry.names("18")} == {
         "Prio3Count": 1, "Prio3Sum": 2, "Prio3SumVec": 3, "Prio3Histogram": 4,
-        "Prio3MultihotCountVec": 5, "Prio3L1BoundSum": 7}
+        "Prio3MultihotCountVec": 5, "Poplar1": 6, "Prio3L1BoundSum": 7}
     assert registry.codepoint("Poplar1") == 6
     # draft-irtf-cfrg-vdaf-08 Section 10; the test-only variant has the private-use ID.
     assert {n: registry.codepoint(n, "08") for n in registry.names("08")} == {
         "Prio3Count": 0, "Prio3Sum": 1, "Prio3SumVec": 2, "Prio3Histogram": 3,
-        "Prio3MultiHotHistogram": 0xFFFFFFFF}
+        "Poplar1": 0x1000, "Prio3MultiHotHistogram": 0xFFFFFFFF}
     assert registry.codepoint("Poplar1", "08") == 0x1000
     for version, name in CASES:
         vdaf = registry.build(name, EXAMPLES[version][name], version)
@@ -208,7 +223,7 @@ def test_lookup_errors(call: Any, message: str) -> None:
 @pytest.mark.parametrize(("name", "params", "version", "message"), [
     # Names.
     ("Prio3Bogus", {}, "18", "unknown VDAF 'Prio3Bogus'; choose from Prio3Count, Prio3Sum, "
-     "Prio3SumVec, Prio3Histogram, Prio3MultihotCountVec, Prio3L1BoundSum"),
+     "Prio3SumVec, Prio3Histogram, Prio3MultihotCountVec, Prio3L1BoundSum, Poplar1"),
     ("prio3count", {}, "18", "unknown VDAF 'prio3count'"),
     ("Prio3MultihotCountVec", {"length": 4, "max_weight": 2}, "08",
      "Prio3MultihotCountVec is not a VDAF of draft-irtf-cfrg-vdaf-08 (VDAF-08); it first "
@@ -216,10 +231,8 @@ def test_lookup_errors(call: Any, message: str) -> None:
     ("Prio3MultiHotHistogram", {"length": 4, "max_count": 2}, "18",
      "Prio3MultiHotHistogram is not a VDAF of draft-irtf-cfrg-vdaf-18..20 (VDAF-18); it is "
      "a test-only VDAF of the published VDAF-08 test vectors"),
-    ("Poplar1", {"bits": 8}, "18",
-     "Poplar1 is a VDAF of draft-irtf-cfrg-vdaf-18..20 (VDAF-18) but this project does not "
-     "implement it"),
-    ("Poplar1", {}, "08", "Poplar1 is a VDAF of draft-irtf-cfrg-vdaf-08 (VDAF-08) but"),
+    ("Poplar1", {}, "18", "Poplar1 needs bits"),
+    ("Poplar1", {}, "08", "Poplar1 needs bits"),
     ("Prio3SumVecWithMultiproof", {}, "18", "unknown VDAF 'Prio3SumVecWithMultiproof'"),
     ("Prio3Count", {}, "20", "unknown VDAF version '20'"),
     # Missing parameters.
@@ -292,6 +305,13 @@ def test_build_errors(name: str, params: dict[str, Any], version: str, message: 
     assert "\n" not in str(info.value)
 
 
+def test_poplar1_has_two_shares_and_bits_below_2_16() -> None:
+    with pytest.raises(RegistryError, match="Poplar1 has exactly 2 shares, not 3"):
+        registry.build("Poplar1", {"bits": 8}, shares=3)
+    with pytest.raises(RegistryError, match="invalid Poplar1 parameters"):
+        registry.build("Poplar1", {"bits": 2**16})
+
+
 def test_none_values_are_absent() -> None:
     vdaf = registry.build("Prio3Count", {"length": None, "max_measurement": None,
                                          "bits": None, "chunk_length": None})
@@ -323,6 +343,7 @@ def params18(draw: st.DrawFn) -> tuple[str, dict[str, Any]]:
                                   "chunk_length": draw(chunk)},
         "Prio3L1BoundSum": {"length": length, "max_value": draw(st.integers(1, 2**20)),
                             "chunk_length": draw(chunk)},
+        "Poplar1": {"bits": draw(st.integers(1, 2**16 - 1))},
     }
     return name, table[name]
 
@@ -342,6 +363,7 @@ def params08(draw: st.DrawFn) -> tuple[str, dict[str, Any]]:
         "Prio3Histogram": {"length": length, "chunk_length": draw(chunk)},
         "Prio3MultiHotHistogram": {"length": length, "max_count": draw(st.integers(1, length)),
                                    "chunk_length": draw(chunk)},
+        "Poplar1": {"bits": bits},
     }
     return name, table[name]
 

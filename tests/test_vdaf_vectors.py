@@ -1,8 +1,9 @@
 """The test-vector tool: `vdaf/vectors.py` and `ppm vdaf vectors ...`.
 
 - every published vdaf-18 file replays (the negative ones must be rejected exactly at the
-  operation marked `success: false`); Poplar1/IDPF files are skipped as out of scope;
-- `generate` reproduces the published positive Prio3 files byte for byte;
+  operation marked `success: false`), Poplar1 and its IDPF included;
+- `generate` reproduces the published positive Prio3 files, every Poplar1 and IDPF file
+  (the negative one too) byte for byte;
 - the project's own `test_vectors/vdaf-18` is up to date and passes `check`;
 - the CLI's exit codes and reasons for tampered, unknown and malformed files.
 """
@@ -19,13 +20,18 @@ from ppm.cli import main
 from vdaf import vectors
 from vdaf.vectors import (
     OUT_OF_SCOPE,
+    POPLAR1_BAD_CORR_INNER,
     STANDARD_SPECS,
     FileResult,
     VectorSpec,
     check_file,
     dumps,
+    generate_idpf_vector,
+    generate_poplar1_bad_corr_inner,
     generate_vector,
     instance_name_from_path,
+    is_out_of_scope,
+    standard_file_names,
 )
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
@@ -56,7 +62,7 @@ def _explain(result: FileResult) -> str:
 def test_published_vector_checks(shared_dir: Path, name: str) -> None:
     path = shared_dir.joinpath(*PUBLISHED, name)
     instance = instance_name_from_path(path)
-    if instance in OUT_OF_SCOPE:
+    if is_out_of_scope(instance):
         pytest.skip(OUT_OF_SCOPE[instance])
     result = check_file(path)
     assert result.status == "pass", _explain(result)
@@ -77,11 +83,43 @@ def test_all_published_prio3_files_are_covered(shared_dir: Path) -> None:
     assert sum(r.negative for r in results) == 8
 
 
-def test_poplar1_files_are_skipped_with_reason(shared_dir: Path) -> None:
-    result = check_file(shared_dir.joinpath(*PUBLISHED, "Poplar1_0.json"))
-    assert (result.status, result.reason) == ("skip", "Poplar1/IDPF out of scope")
-    result = check_file(shared_dir.joinpath(*PUBLISHED, "IdpfBBCGGI21_0.json"))
-    assert (result.status, result.reason) == ("skip", "Poplar1/IDPF out of scope")
+def test_all_published_poplar1_and_idpf_files_pass(shared_dir: Path) -> None:
+    names = sorted(p.name for p in shared_dir.joinpath(*PUBLISHED).glob("*.json")
+                   if p.name.startswith(("Poplar1", "Idpf")))
+    assert len(names) == 8
+    results = {n: check_file(shared_dir.joinpath(*PUBLISHED, n)) for n in names}
+    assert {n: r.status for n, r in results.items() if r.status != "pass"} == {}
+    # The IDPF vector: gen, decoding, and evaluation along the path.
+    assert [op.operation for op in results["IdpfBBCGGI21_0.json"].operations] == [
+        "gen", "decode_public_share", "eval"]
+    # The negative one is rejected at the second sketch exchange, after five matching
+    # operations.
+    bad = results[POPLAR1_BAD_CORR_INNER].operations
+    assert [op.expect_success for op in bad] == [True] * 5 + [False]
+    assert bad[-1].operation == "verifier_shares_to_message" and bad[-1].round == 1
+    assert "sketch verification failed" in bad[-1].detail
+
+
+def test_poplar1_vector_with_a_changed_byte_fails(shared_dir: Path, tmp_path: Path) -> None:
+    doc = json.loads(shared_dir.joinpath(*PUBLISHED, "Poplar1_3.json").read_text())
+    out = doc["reports"][0]["out_shares"][1]
+    doc["reports"][0]["out_shares"][1] = ("00" if out[:2] != "00" else "01") + out[2:]
+    result = check_file(_write(tmp_path / "Poplar1_3.json", doc))
+    assert result.status == "fail"
+    assert [op.operation for op in result.failed_operations] == ["verify_next"]
+    doc = json.loads(shared_dir.joinpath(*PUBLISHED, "IdpfBBCGGI21_0.json").read_text())
+    doc["beta_leaf"] = ["9", "8"]
+    result = check_file(_write(tmp_path / "IdpfBBCGGI21_0.json", doc))
+    assert result.status == "fail"
+    assert "public_share mismatch" in result.failed_operations[0].detail
+
+
+@pytest.mark.parametrize("name", ["IdpfBBCGGI21_0.json", POPLAR1_BAD_CORR_INNER])
+def test_generate_idpf_and_negative_poplar1_are_byte_identical(shared_dir: Path,
+                                                               name: str) -> None:
+    doc = generate_idpf_vector() if name.startswith("Idpf") else \
+        generate_poplar1_bad_corr_inner()
+    assert dumps(doc).encode() == shared_dir.joinpath(*PUBLISHED, name).read_bytes()
 
 
 # ---------------------------------------------------------------------------------------
@@ -121,17 +159,17 @@ def _first_difference(a: Any, b: Any, where: str = "") -> str:
     return "" if a == b else f"{where}: {a!r} vs {b!r}"
 
 
-def test_standard_set_is_exactly_the_published_positive_prio3_set(shared_dir: Path) -> None:
+def test_standard_set_is_exactly_the_published_positive_set(shared_dir: Path) -> None:
     published = {
-        p.name for p in shared_dir.joinpath(*PUBLISHED).glob("Prio3*.json")
-        if "_bad_" not in p.name
+        p.name for p in shared_dir.joinpath(*PUBLISHED).glob("*.json")
+        if "_bad_" not in p.name and not p.name.startswith(("Xof", "Idpf"))
     }
     assert {s.file_name() for s in STANDARD} == published
 
 
 def test_generate_command_writes_the_standard_set(tmp_path: Path) -> None:
     assert main(["vdaf", "vectors", "generate", "--out", str(tmp_path)]) == 0
-    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(s.file_name() for s in STANDARD)
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(standard_file_names(18))
     # Same bytes as the committed set.
     for path in tmp_path.iterdir():
         assert path.read_bytes() == (OWN_DIR / path.name).read_bytes(), path.name
@@ -143,7 +181,7 @@ def test_generate_command_writes_the_standard_set(tmp_path: Path) -> None:
 
 def test_committed_vectors_are_the_standard_set() -> None:
     committed = sorted(p.name for p in OWN_DIR.glob("*.json"))
-    assert committed == sorted(s.file_name() for s in STANDARD)
+    assert committed == sorted(standard_file_names(18))
 
 
 @pytest.mark.parametrize("spec", STANDARD, ids=[s.file_name() for s in STANDARD])
@@ -381,7 +419,8 @@ def test_structural_problems_fail_with_reason(tmp_path: Path) -> None:
 def test_check_accepts_directories(capsys: pytest.CaptureFixture[str]) -> None:
     code, out = _check(capsys, str(OWN_DIR))
     assert code == 0
-    assert out.splitlines()[-1] == f"{len(STANDARD)} passed, 0 failed, 0 skipped"
+    assert out.splitlines()[-1] == \
+        f"{len(standard_file_names(18))} passed, 0 failed, 0 skipped"
 
 
 def test_json_report(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -489,3 +528,21 @@ def test_version_table_has_one_entry_per_version() -> None:
              for s in specs}
     assert {s.instance for s in STANDARD} | extra == names
     assert extra == {"Prio3L1BoundSum"}
+
+
+def test_generate_poplar1_for_chosen_parameters(tmp_path: Path,
+                                                capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["vdaf", "vectors", "generate", "--out", str(tmp_path), "--vdaf", "Poplar1",
+                 "--bits", "6", "--level", "2", "--prefixes", "101", "001",
+                 "--measurements", "[true,false,true,true,true,true]",
+                 "[false,false,true,false,false,false]", "[true,false,true,false,false,true]"]) == 0
+    doc = json.loads((tmp_path / "Poplar1_custom.json").read_text())
+    assert doc["agg_result"] == [1, 2]  # prefixes sorted: 001, 101
+    assert check_file(tmp_path / "Poplar1_custom.json").status == "pass"
+    capsys.readouterr()
+    assert main(["vdaf", "vectors", "generate", "--out", str(tmp_path), "--vdaf", "Poplar1",
+                 "--bits", "6", "--prefixes", "01"]) == 2
+    assert "prefix '01' is not 1 characters 0/1" in capsys.readouterr().err
+    assert main(["vdaf", "vectors", "generate", "--out", str(tmp_path), "--vdaf",
+                 "Prio3Count", "--level", "1"]) == 2
+    assert "Prio3Count has no aggregation parameter" in capsys.readouterr().err

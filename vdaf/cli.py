@@ -4,7 +4,7 @@
     ppm vdaf vectors generate --out DIR [--vdaf-version 18|08] [--vdaf NAME --shares N
         --length L --chunk-length C --max-measurement M --max-weight W --max-value V
         --bits B --max-count K --num-proofs P --field F --measurements M... --ctx HEX
-        --name FILE] [--set l1-bound-sum-02]
+        --name FILE --level L --prefixes P...] [--set l1-bound-sum-02]
 
 `check` prints one line per file and one per failing operation, or with `--json` a report;
 it exits 1 when any file fails. `generate` without `--vdaf` writes the standard set
@@ -13,6 +13,9 @@ with `--vdaf` it writes one vector for the chosen parameters and measurements. V
 instances take VDAF-08's parameters (`--bits` for Prio3Sum and Prio3SumVec, `--max-count`
 for Prio3MultiHotHistogram) and have no ctx. `--set NAME` writes a set published beside
 another draft (`l1-bound-sum-02`: draft-ietf-ppm-l1-bound-sum-02's Prio3L1BoundSum_0.json).
+Poplar1 takes `--bits`, its measurements as
+JSON lists of booleans (an integer in version 08), and its aggregation parameter as
+`--level L --prefixes 01 11 ...` (default: level 0, prefixes 0 and 1).
 """
 
 from __future__ import annotations
@@ -39,6 +42,8 @@ _PARAM_OPTIONS = (
     ("num_proofs", "num_proofs"),
     ("field", "field"),
 )
+
+_POPLAR1_HELP = "Poplar1 only: the aggregation parameter's"
 
 
 def register(subparsers: Any) -> None:
@@ -99,6 +104,10 @@ def register(subparsers: Any) -> None:
     gen.add_argument("--max-count", type=int, help="VDAF-08 Prio3MultiHotHistogram")
     gen.add_argument("--num-proofs", type=int, help="Prio3SumVecWithMultiproof only")
     gen.add_argument("--field", help="Prio3SumVecWithMultiproof only, e.g. Field64")
+    gen.add_argument("--level", type=int, help=f"{_POPLAR1_HELP} level (default 0)")
+    gen.add_argument("--prefixes", nargs="+", metavar="BITS",
+                     help=f"{_POPLAR1_HELP} candidate prefixes, each level+1 characters 0/1 "
+                     "(default: all of them)")
     gen.add_argument(
         "--measurements", nargs="+", metavar="M",
         help="measurements, each a JSON value (e.g. 3, '[1,0,2]', '[true,false]')",
@@ -201,6 +210,24 @@ def cmd_generate(args: argparse.Namespace) -> int:
     return 0
 
 
+def _agg_param(args: argparse.Namespace, name: str) -> Any:
+    """Poplar1's (level, prefixes) from --level and --prefixes; None for the others."""
+    if name != "Poplar1":
+        if args.level is not None or args.prefixes:
+            raise VectorError(f"{name} has no aggregation parameter (--level, --prefixes)")
+        return None
+    level = 0 if args.level is None else args.level
+    if not 0 <= level < (args.bits or 0):
+        raise VectorError(f"--level must be in [0, --bits), got {level}")
+    texts = args.prefixes or [format(i, f"0{level + 1}b") for i in range(2 ** (level + 1))]
+    prefixes = []
+    for text in texts:
+        if len(text) != level + 1 or any(c not in "01" for c in text):
+            raise VectorError(f"prefix {text!r} is not {level + 1} characters 0/1")
+        prefixes.append(tuple(c == "1" for c in text))
+    return (level, tuple(sorted(set(prefixes))))
+
+
 def _generate_one(args: argparse.Namespace) -> Path:
     inst = vectors.lookup_instance(args.vdaf, args.vdaf_version)
     params: dict[str, Any] = {}
@@ -228,7 +255,8 @@ def _generate_one(args: argparse.Namespace) -> Path:
         measurements = tuple(_parse_measurement(m, inst) for m in args.measurements)
     else:
         measurements = vectors.default_measurements(inst.name, params)
-    spec = VectorSpec(inst.name, params, measurements, ctx=ctx)
+    agg_param = _agg_param(args, inst.name)
+    spec = VectorSpec(inst.name, params, measurements, ctx=ctx, agg_param=agg_param)
     try:
         return vectors.write_vector(spec, args.out, args.vdaf_version, file_name=args.name)
     except VectorError:

@@ -16,8 +16,8 @@ algorithm. The code asks the profile; it does not test version numbers:
     flp             the FLP class: FlpBBCGGI19 (gadget polynomial values, draft-20) or
                     FlpGeneric (coefficients, VDAF-08)
     codepoints      the VDAF IDs of the version's registry (Section 10 of its draft):
-                    the Prio3 variants, Poplar1 (registered, not implemented here)
-                    and the test-only variants (private-use ID)
+                    the Prio3 variants, Poplar1 (`vdaf.poplar1`) and the test-only
+                    variants (private-use ID)
 
 The validity circuits differ between the versions as well (VDAF-08's Sum takes `bits`,
 its range checks use one joint randomness element for all chunks); those are separate

@@ -5,17 +5,19 @@ Section 10; draft-irtf-cfrg-vdaf-08 Section 10): `Prio3Histogram`, not the class
 A version is a VDAF wire version as `vdaf.profiles` defines it:
 
     "18"  draft-irtf-cfrg-vdaf-18..20 (VDAF-18): Prio3Count, Prio3Sum, Prio3SumVec,
-          Prio3Histogram, Prio3MultihotCountVec (Section 7.4); the classes `Prio3Count`, ...;
-          and Prio3L1BoundSum (draft-ietf-ppm-l1-bound-sum-02, codepoint 0x00000007), a
-          Prio3 variant on the VDAF-18 wire
+          Prio3Histogram, Prio3MultihotCountVec (Section 7.4), Poplar1 (Section 8); the
+          classes `Prio3Count`, ...; and Prio3L1BoundSum (draft-ietf-ppm-l1-bound-sum-02,
+          codepoint 0x00000007), a Prio3 variant on the VDAF-18 wire
     "08"  draft-irtf-cfrg-vdaf-08 (VDAF-08): Prio3Count, Prio3Sum, Prio3SumVec,
-          Prio3Histogram (draft-08 Section 7.4), and the test-only Prio3MultiHotHistogram
-          of the published VDAF-08 vectors; the classes `Prio3CountV08`, ...
+          Prio3Histogram (draft-08 Section 7.4), Poplar1 (Section 8), and the test-only
+          Prio3MultiHotHistogram of the published VDAF-08 vectors; the classes
+          `Prio3CountV08`, ...
 
-`Poplar1` (Section 8) is registered in both versions and has a codepoint here, but this
-project does not implement it: `build` refuses it. The other test-only variants of the
-draft's vectors (Prio3SumVecWithMultiproof, Prio3HigherDegree) take a field class and
-are built by `vdaf.vectors` directly; they are not registry VDAFs.
+`Poplar1` (Section 8) is registered in both versions (`vdaf.poplar1`: `Poplar1`, and
+`Poplar1V08` for VDAF-08), with the parameter `bits`; it always has two shares. The
+test-only variants of the draft's vectors (Prio3SumVecWithMultiproof,
+Prio3HigherDegree) take a field class and are built by `vdaf.vectors` directly; they are
+not registry VDAFs.
 
 Parameters are the constructor arguments after `shares`, by name (`parameters_of` gives
 them back, so `build(name_of(v), parameters_of(v), version_of(v))` rebuilds `v`):
@@ -26,6 +28,7 @@ them back, so `build(name_of(v), parameters_of(v), version_of(v))` rebuilds `v`)
     max_weight        MultihotCountVec
     max_value         L1BoundSum (the L1 bound, and so each component's bound)
     max_count         MultiHotHistogram (VDAF-08, test-only)
+    bits              Poplar1 (VDAF-18): the length of each measurement in bits
     chunk_length      SumVec, Histogram, MultihotCountVec, MultiHotHistogram, L1BoundSum;
                       when absent,
                       `default_chunk_length`
@@ -45,7 +48,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from vdaf import prio3
+from vdaf import poplar1, prio3
 from vdaf.profiles import VDAF_08, VDAF_18, VdafProfile
 
 DEFAULT_VERSION = "18"
@@ -53,7 +56,6 @@ DEFAULT_VERSION = "18"
 #: VDAF IDs 0xFFFF0000 to 0xFFFFFFFF are for private use in both drafts (Section 10).
 PRIVATE_USE = range(0xFFFF0000, 0x1_0000_0000)
 
-Prio3Any = prio3.Prio3[Any, Any]
 
 
 class RegistryError(ValueError):
@@ -67,7 +69,7 @@ class _Version:
     profile: VdafProfile
     short: str            # "VDAF-18"
     drafts: range         # the drafts with this wire
-    classes: tuple[type[Prio3Any], ...]
+    classes: tuple[type[Any], ...]
 
     @property
     def draft_names(self) -> str:
@@ -84,12 +86,13 @@ _VERSIONS: dict[str, _Version] = {
         key="18", profile=VDAF_18, short="VDAF-18",
         drafts=range(18, 21),
         classes=(prio3.Prio3Count, prio3.Prio3Sum, prio3.Prio3SumVec, prio3.Prio3Histogram,
-                 prio3.Prio3MultihotCountVec, prio3.Prio3L1BoundSum)),
+                 prio3.Prio3MultihotCountVec, prio3.Prio3L1BoundSum, poplar1.Poplar1)),
     "08": _Version(
         key="08", profile=VDAF_08, short="VDAF-08",
         drafts=range(8, 9),
         classes=(prio3.Prio3CountV08, prio3.Prio3SumV08, prio3.Prio3SumVecV08,
-                 prio3.Prio3HistogramV08, prio3.Prio3MultiHotHistogramV08)),
+                 prio3.Prio3HistogramV08, poplar1.Poplar1V08,
+                 prio3.Prio3MultiHotHistogramV08)),
 }
 
 #: Registered in the drafts' Section 10 but not implemented by this project.
@@ -159,15 +162,28 @@ def version_for_draft(draft: str) -> str:
 
 
 def names(version: str | int | VdafProfile = DEFAULT_VERSION, *,
-          test_only: bool = True) -> tuple[str, ...]:
+          test_only: bool = True, agg_param: bool = True) -> tuple[str, ...]:
     """The names `build` accepts in a version, in codepoint order. `test_only=False`
-    leaves out the test-only ones (private-use codepoints)."""
+    leaves out the test-only ones (private-use codepoints), `agg_param=False` the ones
+    with a non-empty aggregation parameter (Poplar1)."""
     v = _version(version)
     return tuple(cls.NAME for cls in v.classes
-                 if test_only or v.profile.codepoint(cls.NAME) not in PRIVATE_USE)
+                 if (test_only or v.profile.codepoint(cls.NAME) not in PRIVATE_USE)
+                 and (agg_param or not takes_agg_param(cls.NAME)))
 
 
-def _class(name: str, v: _Version) -> type[Prio3Any]:
+#: VDAFs whose aggregation parameter is chosen by the Collector (Prio3's is empty).
+_WITH_AGG_PARAM = ("Poplar1",)
+
+
+def takes_agg_param(name: str) -> bool:
+    """Whether VDAF `name` has a non-empty aggregation parameter: its reports cannot be
+    aggregated before the Collector names one (DAP-18 Section 4.5.1 "Eager
+    Aggregation")."""
+    return name in _WITH_AGG_PARAM
+
+
+def _class(name: str, v: _Version) -> type[Any]:
     for cls in v.classes:
         if cls.NAME == name:
             return cls
@@ -181,8 +197,14 @@ def _class(name: str, v: _Version) -> type[Prio3Any]:
     raise RegistryError(f"unknown VDAF {name!r}; choose from {', '.join(names(v.key))}")
 
 
+def _takes_shares(cls: type[Any]) -> bool:
+    return "shares" in inspect.signature(cls.__init__).parameters
+
+
 def _parameter_names(cls: type[Any]) -> tuple[str, ...]:
-    return tuple(inspect.signature(cls.__init__).parameters)[2:]  # self, shares
+    """The constructor's parameters after self and (when it takes one) shares."""
+    names = tuple(inspect.signature(cls.__init__).parameters)[1:]
+    return tuple(n for n in names if n != "shares")
 
 
 def parameter_names(name: str, version: str | int | VdafProfile = DEFAULT_VERSION
@@ -292,14 +314,16 @@ def default_chunk_length(name: str, params: Mapping[str, int]) -> int:
 
 
 def build(name: str, params: Mapping[str, Any] | None = None,
-          version: str | int | VdafProfile = DEFAULT_VERSION, shares: int = 2) -> Prio3Any:
+          version: str | int | VdafProfile = DEFAULT_VERSION, shares: int = 2) -> Any:
     """The VDAF `name` of `version` with these parameters and `shares` Aggregators
     (see the module docstring). Raises RegistryError."""
     v = _version(version)
     cls = _class(name, v)
     takes = _parameter_names(cls)
     given = {k: value for k, value in (params or {}).items() if value is not None}
-    accepted = set(takes) | ({"max_measurement"} if "bits" in takes else set())
+    # VDAF-08's Sum and SumVec take a bit width, also spelled as max_measurement 2^b - 1.
+    width08 = "bits" in takes and name in ("Prio3Sum", "Prio3SumVec")
+    accepted = set(takes) | ({"max_measurement"} if width08 else set())
     for key in given:
         if key in accepted:
             continue
@@ -309,7 +333,7 @@ def build(name: str, params: Mapping[str, Any] | None = None,
         which = f"its parameters are {', '.join(takes)}" if takes else "it has none"
         raise RegistryError(f"{name} takes no parameter {key!r} ({which})")
     values = {k: _integer(name, k, value) for k, value in given.items()}
-    if "bits" in takes:
+    if width08:
         _bits08(name, values)
     for key in takes:
         if key not in values and key != "chunk_length":
@@ -317,7 +341,11 @@ def build(name: str, params: Mapping[str, Any] | None = None,
     if "chunk_length" in takes and "chunk_length" not in values:
         values["chunk_length"] = default_chunk_length(name, values)
     count = _integer(name, "shares", shares)
-    make: Callable[..., Prio3Any] = cls  # the variant's own signature, not Prio3's
+    make: Callable[..., Any] = cls  # the variant's own signature, not Prio3's
+    if not _takes_shares(cls):
+        if count != cls.SHARES:
+            raise RegistryError(f"{name} has exactly {cls.SHARES} shares, not {count}")
+        make = lambda _shares, **kw: cls(**kw)  # noqa: E731
     try:
         return make(count, **values)
     except (ValueError, TypeError) as exc:
@@ -375,6 +403,7 @@ __all__ = [
     "parameter_names",
     "parameters_of",
     "profile",
+    "takes_agg_param",
     "version_for_draft",
     "version_of",
     "versions",

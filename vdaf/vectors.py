@@ -12,11 +12,15 @@ operation marked `success: false` must be rejected (raise `ValueError`); every o
 operation must succeed. In a positive vector (no `success: false`) every recorded output
 must also be reproduced by some operation, so that a vector cannot pass by omission.
 The XOF vectors of the same directory (`XofTurboShake128.json`, ...) are checked against
-the version's XOFs (`VdafProfile.xofs`); Poplar1/IDPF files are skipped as out of scope.
+the version's XOFs (`VdafProfile.xofs`), and the IDPF vector (`IdpfBBCGGI21_0.json`,
+VDAF-08's `IdpfPoplar_0.json`) by `check_idpf_document`: `gen` must give the recorded
+keys and public share, and the keys must evaluate to beta on alpha's path.
 
 `generate_vector` runs the same flow forward from a `VectorSpec` and returns the JSON
-document. `STANDARD_SPECS` is the table of the published Prio3 vectors: with the
-deterministic randomness convention below our output is byte-identical to them.
+document. `STANDARD_SPECS` is the table of the published Prio3 and Poplar1 vectors (a
+Poplar1 spec carries its aggregation parameter); `generate_idpf_vector` and
+`generate_poplar1_bad_corr_inner` write the IDPF vector and Poplar1's negative one: with
+the deterministic randomness convention below our output is byte-identical to them.
 
 Deterministic randomness convention of the published vectors (read off the files):
 `verify_key`, every report's `nonce` and every report's `rand` are the byte strings
@@ -39,7 +43,8 @@ described by `SCHEMA_V08`; the reader and the generator take every difference fr
 - there are no `operations`: a file implies the standard flow (per report: shard,
   verify_init of each Aggregator, verifier_shares_to_message and verify_next for each
   round; then aggregate for each Aggregator and unshard), which `check` replays;
-- Prio3's aggregation parameter is JSON `null` (not `""`);
+- Prio3's aggregation parameter is JSON `null` (not `""`), Poplar1's the JSON
+  `[level, [prefix, ...]]` with integer prefixes (not hex), and its measurement an integer;
 - each output share is a list with one hex string per field element (not one string).
 
 The measurements are the same in both; the parameters are the version's (VDAF-08's Sum
@@ -64,7 +69,9 @@ DEFAULT_CTX = b"some application"
 # must raise one of these; any other exception is reported as a crash, not a rejection.
 REJECTIONS: tuple[type[Exception], ...] = (ValueError,)
 
-# Instances that appear in the published directories but that this tool does not replay.
+# Instances that appear in the published directories but that this tool does not replay
+# in some version: VDAF-08's Poplar1 and its IDPF (IdpfPoplar). A name that the version's
+# table knows (`instances`, `VersionTable.idpf`) is replayed whatever this says.
 OUT_OF_SCOPE: dict[str, str] = {
     "Poplar1": "Poplar1/IDPF out of scope",
     "IdpfBBCGGI21": "Poplar1/IDPF out of scope",
@@ -245,6 +252,9 @@ def _prio3_v08() -> dict[str, Instance]:
             hidden=(("field", "Field64"), ("num_proofs", 4)),
             constructor=("shares", "field", "num_proofs", "length", "bits", "chunk_length"),
         ),
+        # draft-08 Section 8: the measurement is an integer of `bits` bits.
+        Instance("Poplar1", "vdaf.poplar1", "Poplar1V08", ("bits",), "int",
+                 constructor=("bits",)),
     ]
     return {inst.name: inst for inst in table}
 
@@ -280,6 +290,9 @@ def _prio3_v18() -> dict[str, Instance]:
             "Prio3L1BoundSum", m, "Prio3L1BoundSum", ("length", "max_value", "chunk_length"),
             "int_list",
         ),
+        # Section 8.2; the schema's parameter is `bits` (Appendix C), shares is always 2.
+        Instance("Poplar1", "vdaf.poplar1", "Poplar1", ("bits",), "bool_list",
+                 constructor=("bits",)),
     ]
     return {inst.name: inst for inst in table}
 
@@ -325,12 +338,15 @@ class VersionTable:
     instances: Callable[[], dict[str, Instance]]
     schema: VectorSchema
     xof_vectors: bool = False  # the standard set includes the XOF vector files
+    idpf: str | None = None    # the name of the version's IDPF vectors, if replayed
+    poplar1_negative: bool = False  # the standard set has Poplar1_bad_corr_inner.json
 
 
 # VDAF wire version -> its table. Adding a version is one more entry.
 VERSIONS: dict[int, VersionTable] = {
-    18: VersionTable(VDAF_18, _prio3_v18, SCHEMA_V18),
-    8: VersionTable(VDAF_08, _prio3_v08, SCHEMA_V08, xof_vectors=True),
+    18: VersionTable(VDAF_18, _prio3_v18, SCHEMA_V18, idpf="IdpfBBCGGI21",
+                     poplar1_negative=True),
+    8: VersionTable(VDAF_08, _prio3_v08, SCHEMA_V08, xof_vectors=True, idpf="IdpfPoplar"),
 }
 
 
@@ -526,9 +542,15 @@ class _Replay:
         self.verify_key = _hex(doc.get("verify_key"), "verify_key")
         if "agg_param" not in doc:
             raise VectorError("missing 'agg_param'")
-        agg_param_bytes = schema.agg_param_from_json(doc["agg_param"])
+        raw_param = doc["agg_param"]
         try:
-            self.agg_param = vdaf.decode_agg_param(agg_param_bytes)
+            if isinstance(raw_param, list) and hasattr(vdaf, "agg_param_from_json"):
+                # VDAF-08's Poplar1 files write the parameter as JSON, not as bytes.
+                self.agg_param = vdaf.agg_param_from_json(raw_param)
+            else:
+                self.agg_param = vdaf.decode_agg_param(schema.agg_param_from_json(raw_param))
+        except VectorError:
+            raise
         except Exception as exc:
             raise VectorError(f"agg_param: cannot decode: {exc}") from exc
         reports = doc.get(self.rk)
@@ -911,6 +933,14 @@ def check_xof_document(doc: Mapping[str, Any], name: str,
     return results
 
 
+def is_out_of_scope(name: str, version: int = DEFAULT_VERSION) -> bool:
+    """Whether `check_file` skips files of this instance name in this version."""
+    if name not in OUT_OF_SCOPE:
+        return False
+    table = version_table(version)
+    return name != table.idpf and name not in table.instances()
+
+
 def check_file(
     path: Path | str,
     vdaf_name: str | None = None,
@@ -921,7 +951,7 @@ def check_file(
     name = vdaf_name or instance_name_from_path(path)
     negative = "_bad_" in path.stem
     result = FileResult(path=str(path), instance=name, status="fail", negative=negative)
-    if name in OUT_OF_SCOPE:
+    if is_out_of_scope(name, version):
         result.status = "skip"
         result.reason = OUT_OF_SCOPE[name]
         return result
@@ -929,6 +959,8 @@ def check_file(
         if name in XOF_NAMES:
             doc = load_json(path)
             result.operations = check_xof_document(doc, name, version)
+        elif name == version_table(version).idpf:
+            result.operations = check_idpf_document(load_json(path), version)
         else:
             inst = lookup_instance(name, version)
             doc = load_json(path)
@@ -967,6 +999,7 @@ class VectorSpec:
     measurements: tuple[Any, ...]
     ctx: bytes = DEFAULT_CTX
     index: int | None = None  # the `_N` of the file name, for the standard set
+    agg_param: Any = None     # the decoded aggregation parameter (Prio3: None)
 
     def file_name(self) -> str:
         suffix = "custom" if self.index is None else str(self.index)
@@ -975,6 +1008,18 @@ class VectorSpec:
 
 def _spec(instance: str, index: int, measurements: Iterable[Any], **params: Any) -> VectorSpec:
     return VectorSpec(instance, dict(params), tuple(measurements), index=index)
+
+
+def _bits(text: str) -> tuple[bool, ...]:
+    return tuple(c == "1" for c in text)
+
+
+def _poplar1_spec(index: int, bits: int, level: int, prefixes: str,
+                  measurements: Iterable[str]) -> VectorSpec:
+    """A Poplar1 vector: prefixes and measurements as strings of 0 and 1."""
+    return VectorSpec("Poplar1", {"shares": 2, "bits": bits},
+                      tuple(list(_bits(m)) for m in measurements), index=index,
+                      agg_param=(level, tuple(_bits(p) for p in prefixes.split())))
 
 
 _F, _T = False, True
@@ -1035,6 +1080,15 @@ STANDARD_SPECS: dict[int, tuple[VectorSpec, ...]] = {
             shares=3, length=3, max_measurement=65535, chunk_length=7,
         ),
         _spec("Prio3HigherDegree", 0, [2], shares=2),
+        # Poplar1 (Section 8.2): one 4-bit and one 11-bit measurement, every level's
+        # candidate prefixes as the draft's reference generator chooses them.
+        _poplar1_spec(0, 4, 0, "0 1", ["1101"]),
+        _poplar1_spec(1, 4, 1, "00 01 10 11", ["1101"]),
+        _poplar1_spec(2, 4, 2, "000 010 100 110", ["1101"]),
+        _poplar1_spec(3, 4, 3, "0001 0011 0101 0111 1001 1101 1111", ["1101"]),
+        _poplar1_spec(4, 11, 0, "0 1", ["11001000001"]),
+        _poplar1_spec(5, 11, 10, "00000000000 11001000000 11001000001 11111111111",
+                      ["11001000001"]),
     ),
     # The published VDAF-08 Prio3 vectors (ctx is unused: VDAF-08 has none).
     8: (
@@ -1067,6 +1121,12 @@ STANDARD_SPECS: dict[int, tuple[VectorSpec, ...]] = {
             [list(range(10)), [1] * 10, [255] * 10],
             shares=2, length=10, bits=8, chunk_length=9,
         ),
+        # VDAF-08's Poplar1 vectors: the measurement 13 (1101) of 4 bits.
+        *(VectorSpec("Poplar1", {"shares": 2, "bits": 4}, (13,), index=i,
+                     agg_param=(level, tuple(_bits(p) for p in prefixes.split())))
+          for i, (level, prefixes) in enumerate([
+              (0, "0 1"), (1, "00 01 10 11"), (2, "000 010 100 110"),
+              (3, "0001 0011 0101 0111 1001 1101 1111")])),
     ),
 }
 
@@ -1134,7 +1194,7 @@ def generate_vector(spec: VectorSpec, version: int = DEFAULT_VERSION) -> dict[st
     vdaf = inst.build(spec.params)
     if not spec.measurements:
         raise VectorError("a vector needs at least one measurement")
-    agg_param = None
+    agg_param = spec.agg_param
     agg_param_bytes = vdaf.encode_agg_param(agg_param)
     verify_key = counting_bytes(vdaf.VERIFY_KEY_SIZE)
     n = vdaf.SHARES
@@ -1192,7 +1252,9 @@ def generate_vector(spec: VectorSpec, version: int = DEFAULT_VERSION) -> dict[st
         agg_shares.append(agg_share)
     agg_result = vdaf.unshard(agg_param, agg_shares, len(spec.measurements))
     doc: dict[str, Any] = {
-        "agg_param": schema.agg_param_to_json(agg_param_bytes),
+        "agg_param": (vdaf.agg_param_to_json(agg_param)
+                      if not schema.ctx and hasattr(vdaf, "agg_param_to_json")
+                      else schema.agg_param_to_json(agg_param_bytes)),
         "agg_result": _jsonable(agg_result),
         "agg_shares": [vdaf.encode_agg_share(s).hex() for s in agg_shares],
         schema.reports: reports,
@@ -1242,15 +1304,33 @@ def write_vector(spec: VectorSpec, out_dir: Path, version: int = DEFAULT_VERSION
 def standard_file_names(version: int = DEFAULT_VERSION) -> list[str]:
     """The file names `generate_standard` writes for a version."""
     names = [spec.file_name() for spec in standard_specs(version)]
-    if version_table(version).xof_vectors:
+    table = version_table(version)
+    if table.idpf is not None:
+        names.append(f"{table.idpf}_0.json")
+    if table.poplar1_negative:
+        names.append(POPLAR1_BAD_CORR_INNER)
+    if table.xof_vectors:
         names += [f"{name}.json" for name in XOF_NAMES]
     return names
 
 
 def generate_standard(out_dir: Path, version: int = DEFAULT_VERSION) -> list[Path]:
-    """Write the standard set of vectors for every Prio3 variant into `out_dir` (and the
-    XOF vectors, for a version whose table says so)."""
+    """Write the standard set of vectors for every VDAF into `out_dir`: the positive
+    ones of `STANDARD_SPECS`, for a version with an IDPF its vector and Poplar1's
+    negative vector, and the XOF vectors for a version whose table says so."""
     paths = [write_vector(spec, out_dir, version) for spec in standard_specs(version)]
+    table = version_table(version)
+    extra: list[tuple[str, dict[str, Any]]] = []
+    if table.idpf is not None:
+        extra.append((f"{table.idpf}_0.json", generate_idpf_vector(version=version)))
+    if table.poplar1_negative:
+        extra.append((POPLAR1_BAD_CORR_INNER, generate_poplar1_bad_corr_inner()))
+    if extra:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        for name, doc in extra:
+            path = out_dir / name
+            path.write_text(dumps(doc), encoding="utf-8")
+            paths.append(path)
     if version_table(version).xof_vectors:
         out_dir.mkdir(parents=True, exist_ok=True)
         for name in XOF_NAMES:
@@ -1258,6 +1338,223 @@ def generate_standard(out_dir: Path, version: int = DEFAULT_VERSION) -> list[Pat
             path.write_text(dumps(generate_xof_vector(name, version)), encoding="utf-8")
             paths.append(path)
     return paths
+
+
+# ---------------------------------------------------------------------------------------
+# The IDPF vector and Poplar1's negative vector (draft-20's reference generator).
+
+#: The published IDPF vector: IdpfBBCGGI21 with VALUE_LEN 2 and BITS 10, alpha all zero,
+#: `beta_inner[level] = [level, level]`, `beta_leaf = [BITS - 1] * 2`; rand (the two
+#: keys) and nonce are counting bytes, ctx the default.
+IDPF_VALUE_LEN = 2
+IDPF_BITS = 10
+POPLAR1_BAD_CORR_INNER = "Poplar1_bad_corr_inner.json"
+
+
+#: VDAF-08's IDPF vector (IdpfPoplar_0.json): the same inputs, but `alpha` is an integer
+#: (written as a decimal string), there is no ctx, and a 10-byte binder replaces the nonce.
+IDPF_BINDER_V08 = b"some nonce"
+
+
+def _idpf(value_len: int, bits: int, version: int = DEFAULT_VERSION) -> Any:
+    name = version_table(version).idpf
+    if name is None:
+        raise VectorError(f"no IDPF vectors in VDAF version {version}")
+    return getattr(importlib.import_module("vdaf.idpf"), name)(value_len, bits)
+
+
+def _decimal_elems(value: Any, where: str) -> list[int]:
+    """Field elements written as decimal strings (the IDPF vector's beta values)."""
+    if not isinstance(value, list) or not all(isinstance(v, str) and v.isdigit()
+                                              for v in value):
+        raise VectorError(f"{where}: expected a list of decimal strings")
+    return [int(v) for v in value]
+
+
+def generate_idpf_vector(alpha: Sequence[bool] | None = None, bits: int = IDPF_BITS,
+                         value_len: int = IDPF_VALUE_LEN, ctx: bytes = DEFAULT_CTX,
+                         version: int = DEFAULT_VERSION) -> dict[str, Any]:
+    """The IDPF vector (the published file's schema: the inputs of `gen`, the keys it
+    returns and the encoded public share)."""
+    idpf = _idpf(value_len, bits, version)
+    alpha = tuple(alpha) if alpha is not None else (False,) * bits
+    beta_inner = [[level] * value_len for level in range(bits - 1)]
+    beta_leaf = [bits - 1] * value_len
+    rand = counting_bytes(idpf.RAND_SIZE)
+    if not version_table(version).schema.ctx:
+        public_share, keys = idpf.gen(alpha, beta_inner, beta_leaf, b"", IDPF_BINDER_V08,
+                                      rand)
+        return {
+            "alpha": str(int("".join("1" if b else "0" for b in alpha), 2)),
+            "beta_inner": [[str(x) for x in v] for v in beta_inner],
+            "beta_leaf": [str(x) for x in beta_leaf],
+            "binder": IDPF_BINDER_V08.hex(),
+            "bits": bits,
+            "keys": [k.hex() for k in keys],
+            "public_share": idpf.encode_public_share(public_share).hex(),
+        }
+    nonce = counting_bytes(idpf.NONCE_SIZE)
+    public_share, keys = idpf.gen(alpha, beta_inner, beta_leaf, ctx, nonce, rand)
+    return {
+        "alpha": list(alpha),
+        "beta_inner": [[str(x) for x in v] for v in beta_inner],
+        "beta_leaf": [str(x) for x in beta_leaf],
+        "bits": bits,
+        "ctx": ctx.hex(),
+        "keys": [k.hex() for k in keys],
+        "nonce": nonce.hex(),
+        "public_share": idpf.encode_public_share(public_share).hex(),
+    }
+
+
+def check_idpf_document(doc: Mapping[str, Any],
+                        version: int = DEFAULT_VERSION) -> list[OpResult]:
+    """Check an IDPF vector: `gen` on the recorded inputs (rand is the two keys) must
+    return the recorded keys and public share, and the public share must decode and
+    re-encode to the same bytes; then each key is evaluated on the path to `alpha` at
+    every level and the shares must sum to the programmed values."""
+    if version_table(version).idpf is None:
+        raise VectorError(f"no IDPF vectors in VDAF version {version}")
+    bits = doc.get("bits")
+    if isinstance(bits, bool) or not isinstance(bits, int) or bits < 1:
+        raise VectorError("'bits' must be a positive integer")
+    alpha = doc.get("alpha")
+    if isinstance(alpha, str) and alpha.isdigit() and int(alpha) < 2**bits:
+        # VDAF-08: an integer of `bits` bits, MSB first.
+        alpha = [bool((int(alpha) >> (bits - 1 - i)) & 1) for i in range(bits)]
+    if not isinstance(alpha, list) or not all(isinstance(b, bool) for b in alpha):
+        raise VectorError("'alpha' must be a list of booleans (or, VDAF-08, an integer "
+                          "below 2^bits as a decimal string)")
+    inner_json = doc.get("beta_inner")
+    if not isinstance(inner_json, list):
+        raise VectorError("'beta_inner' must be a list")
+    beta_inner = [_decimal_elems(v, f"beta_inner[{i}]") for i, v in enumerate(inner_json)]
+    beta_leaf = _decimal_elems(doc.get("beta_leaf"), "beta_leaf")
+    if "binder" in doc:  # VDAF-08: no ctx, a binder in place of the nonce
+        ctx = b""
+        nonce = _hex(doc.get("binder"), "binder")
+    else:
+        ctx = _hex(doc.get("ctx"), "ctx")
+        nonce = _hex(doc.get("nonce"), "nonce")
+    keys_json = doc.get("keys")
+    if not isinstance(keys_json, list):
+        raise VectorError("'keys' must be a list of hex strings")
+    keys = [_hex(k, f"keys[{i}]") for i, k in enumerate(keys_json)]
+    expected_public = _hex(doc.get("public_share"), "public_share")
+    idpf = _idpf(len(beta_leaf), bits, version)
+    results: list[OpResult] = []
+
+    def run(operation: str, compute: Callable[[], str]) -> None:
+        res = OpResult(index=len(results), operation=operation, expect_success=True, ok=False)
+        try:
+            res.detail = compute()
+            res.ok = not res.detail
+        except Exception as exc:
+            res.detail = f"crashed: {type(exc).__name__}: {exc}"
+        results.append(res)
+
+    state: dict[str, Any] = {}
+
+    def gen() -> str:
+        public_share, got_keys = idpf.gen(tuple(alpha), beta_inner, beta_leaf, ctx, nonce,
+                                          b"".join(keys))
+        state["keys"] = got_keys
+        encoded = idpf.encode_public_share(public_share)
+        if got_keys != keys:
+            return "keys mismatch"
+        if encoded != expected_public:
+            return (f"public_share mismatch: expected {_short(expected_public)}, "
+                    f"got {_short(encoded)}")
+        return ""
+
+    def decode() -> str:
+        decoded = idpf.decode_public_share(expected_public)
+        state["public_share"] = decoded
+        return "" if idpf.encode_public_share(decoded) == expected_public else \
+            "public_share does not re-encode to the same bytes"
+
+    def evaluate() -> str:
+        public_share = state["public_share"]
+        for level in range(bits):
+            prefix = tuple(alpha[: level + 1])
+            other = prefix[:-1] + (not prefix[-1],)
+            field = idpf.current_field(level)
+            shares = [idpf.eval(j, public_share, keys[j], level, [prefix, other], ctx, nonce)
+                      for j in range(2)]
+            on_path = field.vec_add(shares[0][0], shares[1][0])
+            off_path = field.vec_add(shares[0][1], shares[1][1])
+            want = beta_inner[level] if level < bits - 1 else beta_leaf
+            if on_path != want or any(off_path):
+                return f"level {level}: the keys do not evaluate to beta on the path"
+        return ""
+
+    run("gen", gen)
+    run("decode_public_share", decode)
+    if results[-1].ok:
+        run("eval", evaluate)
+    return results
+
+
+def generate_poplar1_bad_corr_inner(ctx: bytes = DEFAULT_CTX) -> dict[str, Any]:
+    """The published negative Poplar1 vector: Poplar1(2) sharding (False, True); the
+    first element of the Leader's `corr_inner` is incremented; at level 0 with prefixes
+    0 and 1 both Aggregators run the first round, and the second
+    `verifier_shares_to_message` must fail (the sketch does not verify)."""
+    poplar1 = importlib.import_module("vdaf.poplar1")
+    vdaf = poplar1.Poplar1(2)
+    nonce = counting_bytes(vdaf.NONCE_SIZE)
+    rand = counting_bytes(vdaf.RAND_SIZE)
+    verify_key = counting_bytes(vdaf.VERIFY_KEY_SIZE)
+    agg_param = (0, ((False,), (True,)))
+    public_share, (share0, share1) = vdaf.shard(ctx, (False, True), nonce, rand)
+    corr_inner = list(share0[2])
+    corr_inner[0] = (corr_inner[0] + 1) % vdaf.idpf.field_inner.MODULUS
+    share0 = (share0[0], share0[1], corr_inner, share0[3])
+    states, round0 = [], []
+    for j, share in enumerate((share0, share1)):
+        state, verifier_share = vdaf.verify_init(verify_key, ctx, j, agg_param, nonce,
+                                                 public_share, share)
+        states.append(state)
+        round0.append(verifier_share)
+    message = vdaf.verifier_shares_to_message(ctx, agg_param, round0)
+    round1 = [vdaf.verify_next(ctx, state, message)[1] for state in states]
+    try:
+        vdaf.verifier_shares_to_message(ctx, agg_param, round1)
+    except ValueError:
+        pass
+    else:  # pragma: no cover - the tampered share must be caught
+        raise VectorError("the tampered Poplar1 report verified")
+
+    def op(name: str, **fields: Any) -> dict[str, Any]:
+        return {"operation": name, "report_index": 0, "success": True, **fields}
+
+    operations = [op("verify_init", aggregator_id=0), op("verify_init", aggregator_id=1),
+                  op("verifier_shares_to_message", round=0),
+                  op("verify_next", aggregator_id=0, round=1),
+                  op("verify_next", aggregator_id=1, round=1),
+                  op("verifier_shares_to_message", round=1)]
+    operations[-1]["success"] = False
+    return {
+        "agg_param": vdaf.encode_agg_param(agg_param).hex(),
+        "agg_result": None,
+        "agg_shares": [],
+        "bits": 2,
+        "ctx": ctx.hex(),
+        "operations": operations,
+        "reports": [{
+            "input_shares": [vdaf.encode_input_share(s).hex() for s in (share0, share1)],
+            "measurement": None,
+            "nonce": nonce.hex(),
+            "out_shares": [],
+            "public_share": vdaf.encode_public_share(public_share).hex(),
+            "rand": rand.hex(),
+            "verifier_messages": [vdaf.encode_verifier_message(message).hex()],
+            "verifier_shares": [[vdaf.encode_verifier_share(s).hex() for s in round0],
+                                [vdaf.encode_verifier_share(s).hex() for s in round1]],
+        }],
+        "shares": 2,
+        "verify_key": verify_key.hex(),
+    }
 
 
 def default_measurements(instance: str, params: Mapping[str, Any]) -> tuple[Any, ...]:
@@ -1282,6 +1579,9 @@ def default_measurements(instance: str, params: Mapping[str, Any]) -> tuple[Any,
     if instance == "Prio3MultihotCountVec":
         weight = min(params["max_weight"], length)
         return ([i < weight for i in range(length)], [False] * length)
+    if instance == "Poplar1":
+        bits = params["bits"]
+        return ([i % 2 == 0 for i in range(bits)], [True] * bits, [False] * bits)
     if instance == "Prio3MultiHotHistogram":
         weight = min(params["max_count"], length)
         return ([int(i < weight) for i in range(length)], [0] * length)

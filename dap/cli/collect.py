@@ -40,6 +40,12 @@ def _cmd_collect(args: argparse.Namespace) -> int:
 
     view, task = load_view(args.task, collector=True)
     flow = task.profile.flow
+    from vdaf import registry
+
+    name = getattr(task.vdaf(), "NAME", "")
+    if registry.takes_agg_param(name):
+        raise usage_error(f"a {name} task is collected with an aggregation parameter: use "
+                          "ppm analytics heavy-hitters")
     if args.current_batch:
         if task.batch_mode != BatchMode.LEADER_SELECTED:
             raise usage_error("--current-batch is for leader-selected tasks; this task is "

@@ -125,6 +125,10 @@ def _cmd_task_create(args: argparse.Namespace) -> int:
         with usage_errors():
             dp.policy_from_spec(spec, vdaf)
     mode = batch_mode_of(args.batch_mode)
+    if args.batch_mode == "leader-selected" and registry.takes_agg_param(args.vdaf):
+        raise usage_error(f"{args.vdaf} tasks are time-interval: a batch is collected once "
+                          "per aggregation parameter, and a leader-selected query cannot "
+                          "name a batch again")
     if args.max_batch_size is not None:
         if args.batch_mode != "leader-selected":
             raise usage_error("--max-batch-size applies to --batch-mode leader-selected")
@@ -389,8 +393,8 @@ def register(subparsers: Any) -> None:
     g.add_argument("--length", type=int, help="SumVec, Histogram, MultihotCountVec, "
                    "L1BoundSum")
     g.add_argument("--max-measurement", type=int, help="Sum, SumVec")
-    g.add_argument("--bits", type=positive_int, help="Sum, SumVec of a dap-09 task (VDAF-08 "
-                   "takes a bit width)")
+    g.add_argument("--bits", type=positive_int, help="Poplar1 (the length of its strings); "
+                   "Sum, SumVec of a dap-09 task (VDAF-08 takes a bit width)")
     g.add_argument("--max-weight", type=int,
                    help="MultihotCountVec (computed for MultiHotHistogramWithClient"
                    "Randomization)")

@@ -24,6 +24,8 @@ def parse_measurement(text: str, vdaf: Any, policy: Any = None) -> Any:
     Raises CliError (usage) with what was expected."""
     name = registry.name_of(vdaf)
     params = registry.parameters_of(vdaf)
+    if name == "Poplar1":
+        return parse_bit_string_measurement(text, params["bits"])
     rappor = policy is not None and hasattr(policy, "rappor")
     top = params.get("max_measurement")
     if top is None and "bits" in params:
@@ -68,6 +70,33 @@ def parse_measurement(text: str, vdaf: Any, policy: Any = None) -> Any:
     except (ValueError, TypeError):
         raise bad from None
     return value
+
+
+def parse_bit_string_measurement(text: str, bits: int) -> tuple[bool, ...]:
+    """A Poplar1 measurement: BITS characters 0/1, or `hex:...` / `text:...` for a string
+    of exactly BITS/8 bytes (each byte MSB first, draft-irtf-cfrg-vdaf-20 Section 8.1.1;
+    text is UTF-8, zero-padded on the right)."""
+    expected = f"{bits} bits as 0/1" + (f", or hex:/text: for {bits // 8} bytes"
+                                         if bits % 8 == 0 else "")
+    bad = usage_error(f"bad measurement {text!r} for Poplar1(bits={bits}): expected "
+                      f"{expected}")
+    data: bytes | None = None
+    if text.startswith("hex:"):
+        try:
+            data = bytes.fromhex(text[4:])
+        except ValueError:
+            raise bad from None
+    elif text.startswith("text:"):
+        data = text[5:].encode()
+        if bits % 8 == 0 and len(data) <= bits // 8:
+            data = data.ljust(bits // 8, b"\0")
+    if data is not None:
+        if len(data) * 8 != bits:
+            raise bad
+        return tuple(bool((byte >> (7 - i)) & 1) for byte in data for i in range(8))
+    if len(text) != bits or any(c not in "01" for c in text):
+        raise bad
+    return tuple(c == "1" for c in text)
 
 
 def read_measurement_texts(args: argparse.Namespace) -> list[str]:
@@ -190,7 +219,8 @@ def register(subparsers: Any) -> None:
     p = subparsers.add_parser("upload", help="upload measurements as a DAP Client")
     p.add_argument("--task", required=True, metavar="FILE", help="client-task.json")
     p.add_argument("measurements", nargs="*", metavar="MEASUREMENT",
-                   help="an integer, or a JSON list for SumVec / MultihotCountVec")
+                   help="an integer, or a JSON list for SumVec / MultihotCountVec; for "
+                   "Poplar1 a string of 0/1 (or hex:..., text:... for whole bytes)")
     p.add_argument("--file", metavar="PATH", help="more measurements, one per line (- for "
                    "stdin)")
     p.add_argument("--batch-size", type=positive_int, default=500,

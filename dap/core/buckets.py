@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from dap.common import BatchMode, Duration, Interval, ReportError, Time, batch_checksum
+from dap.core import agg_params
 from dap.core.errors import DapProblem
 from dap.core.store import BatchBucketRecord, Transaction
 from dap.core.tasks import AggregatorTask
@@ -31,8 +32,11 @@ def bucket_for(task: AggregatorTask, report_time: int, batch_id: bytes | None) -
 
 
 def commit_error(tx: Transaction, task: AggregatorTask, report_id: bytes, report_time: int,
-                 bucket: bytes) -> ReportError | None:
-    """The checks before committing an output share (Section 4.5.3.3)."""
+                 bucket: bytes, agg_param: bytes = b"") -> ReportError | None:
+    """The checks before committing an output share (Section 4.5.3.3). A VDAF with an
+    aggregation parameter has its own (`agg_params.replay_error`)."""
+    if agg_params.uses_agg_param(task):
+        return agg_params.replay_error(tx, task, report_id, report_time, agg_param)
     if task.batch_mode == BatchMode.TIME_INTERVAL:
         if tx.interval_overlaps_collected(task.task_id, report_time, report_time + 1):
             return ReportError.BATCH_COLLECTED
@@ -61,9 +65,12 @@ def commit_output_shares(tx: Transaction, task: AggregatorTask, agg_param: bytes
     decoded_param = vdaf.decode_agg_param(agg_param)
     failed: dict[bytes, ReportError] = {}
     by_bucket: dict[bytes, list[OutputShare]] = {}
+    per_param = agg_params.uses_agg_param(task)
     for share in shares:
-        err = commit_error(tx, task, share.report_id, share.time, share.bucket)
-        if err is None and not tx.mark_report_aggregated(task.task_id, share.report_id):
+        err = commit_error(tx, task, share.report_id, share.time, share.bucket, agg_param)
+        if err is None and not (
+                agg_params.record_aggregated(tx, task, share.report_id, agg_param) if per_param
+                else tx.mark_report_aggregated(task.task_id, share.report_id)):
             err = ReportError.REPORT_REPLAYED
         if err is not None:
             failed[bytes(share.report_id)] = err
@@ -188,9 +195,11 @@ def other_agg_params(tx: Transaction, task: AggregatorTask, buckets: Sequence[by
     return any(r.agg_param != agg_param for r in records)
 
 
-def check_batch_interval(tx: Transaction, task: AggregatorTask, interval: Interval) -> None:
+def check_batch_interval(tx: Transaction, task: AggregatorTask, interval: Interval,
+                         overlap: bool = True) -> None:
     """A time-interval batch must span at least one time_precision, end at a valid Time
-    (Section 5.1), and overlap no collected batch (`batchOverlap`)."""
+    (Section 5.1), and overlap no collected batch (`batchOverlap`; unless not `overlap`:
+    a VDAF with an aggregation parameter checks that itself, `agg_params.check_batch`)."""
     tid = task.task_id
     if int(interval.duration) < 1:
         raise DapProblem("batchInvalid", "batch interval shorter than time_precision",
@@ -198,6 +207,6 @@ def check_batch_interval(tx: Transaction, task: AggregatorTask, interval: Interv
     if interval.end > (1 << 64) - 1:  # start + duration is not a Time: malformed
         raise DapProblem("batchInvalid", "batch interval ends after the last Time",
                          task_id=tid)
-    if tx.interval_overlaps_collected(tid, int(interval.start), interval.end):
+    if overlap and tx.interval_overlaps_collected(tid, int(interval.start), interval.end):
         raise DapProblem("batchOverlap", "batch interval overlaps a collected batch",
                          task_id=tid)

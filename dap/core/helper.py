@@ -22,6 +22,7 @@ from dap.common import (
     VerifyRespType,
     decode_min_batch_size,
 )
+from dap.core import agg_params
 from dap.core.buckets import (
     OutputShare,
     bucket_for,
@@ -292,7 +293,7 @@ def _reject(report_id: bytes, error: ReportError) -> Resp:
 def _init_one(tx: Transaction, task: AggregatorTask, keyring: Keyring, job: AggregationJobRecord,
               item: InitItem, now: float, clock_skew: int) -> Decrypted | ReportError:
     bucket = bucket_for(task, item.time, job.batch_id)
-    err = commit_error(tx, task, item.report_id, item.time, bucket)
+    err = commit_error(tx, task, item.report_id, item.time, bucket, job.agg_param)
     if err is not None:
         return err
     plaintext = decrypt_input_share(task, keyring, Role.HELPER, item.metadata,
@@ -352,7 +353,9 @@ def continue_aggregation_job(tx: Transaction, task: AggregatorTask, job_id: byte
     to_commit: list[tuple[ReportAggregationRecord, OutputShare, bytes | None]] = []
     for rid, payload in continues:
         rec = active.pop(rid)
-        prev = Continued(vdaf.decode_verify_state(rec.verify_state or b""), job.step,
+        # Each exchange moves the ping-pong two rounds (VDAF Section 5.7.1): the Helper's
+        # stored state for continuation step s is of round 2s - 1 (round 1 after init).
+        prev = Continued(vdaf.decode_verify_state(rec.verify_state or b""), 2 * step - 1,
                          b"")
         state = ping_pong_helper_continued(vdaf, ctx, job.agg_param, prev, payload)
         if isinstance(state, Rejected):
@@ -475,6 +478,19 @@ def _select_batch(tx: Transaction, task: AggregatorTask, req: ShareReq) -> Any:
     except ValueError:
         raise DapProblem("invalidMessage", "invalid aggregation parameter",
                          task_id=tid) from None
+    if agg_params.uses_agg_param(task):
+        # Collected once per parameter (dap.core.agg_params), by time interval only.
+        interval = req.interval
+        query = coll.interval
+        if interval is not None and query is not None and (
+                int(interval.start) < int(query.start) or interval.end > query.end):
+            raise DapProblem("invalidMessage", "batch selector outside the query",
+                             task_id=tid)
+        agg_params.check_batch(tx, task, interval, coll.agg_param)
+        assert interval is not None
+        check_batch_interval(tx, task, interval, overlap=False)
+        return merge_buckets(task, coll.agg_param,
+                             buckets_of_interval(tx, task, interval, coll.agg_param))
     if task.batch_mode == BatchMode.TIME_INTERVAL:
         interval = req.interval
         query = coll.interval
@@ -500,6 +516,10 @@ def _select_batch(tx: Transaction, task: AggregatorTask, req: ShareReq) -> Any:
 
 
 def _mark_collected(tx: Transaction, task: AggregatorTask, req: ShareReq) -> None:
+    if agg_params.uses_agg_param(task):
+        assert req.interval is not None
+        agg_params.mark_collected(tx, task, req.interval, req.coll.agg_param)
+        return
     if req.interval is not None:
         tx.mark_interval_collected(task.task_id, int(req.interval.start), req.interval.end)
     else:

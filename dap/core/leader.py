@@ -21,6 +21,7 @@ from dap.common import (
     Role,
     VerifyRespType,
 )
+from dap.core import agg_params
 from dap.core.buckets import (
     MergedBatch,
     OutputShare,
@@ -136,7 +137,12 @@ def create_aggregation_jobs(tx: Transaction, task: AggregatorTask, keyring: Keyr
                             ) -> list[AggregationJobRecord]:
     """Turn uploaded reports into aggregation jobs. Fewer than `min_job_size` reports
     wait, unless the oldest has waited `straggler_age` seconds (stragglers do not stall
-    collection). Job IDs and new leader-selected batch IDs are drawn from `rng`."""
+    collection). Job IDs and new leader-selected batch IDs are drawn from `rng`.
+
+    A VDAF with an aggregation parameter (Poplar1) is not aggregated eagerly: its jobs are
+    made for the collection jobs waiting for them (`create_jobs_for_collections`)."""
+    if agg_params.uses_agg_param(task):
+        return create_jobs_for_collections(tx, task, keyring, now, sizes, clock_skew, rng=rng)
     tid = task.task_id
     reports = tx.list_new_reports(tid, sizes.max_job_size * sizes.jobs_per_pass)
     if not reports:
@@ -173,16 +179,20 @@ def create_aggregation_jobs(tx: Transaction, task: AggregatorTask, keyring: Keyr
 
 def _leader_init_one(tx: Transaction, task: AggregatorTask, keyring: Keyring,
                      rec: ClientReportRecord, report: Any, vdaf: Any, ctx: bytes,
-                     verify_key: bytes, now: float, clock_skew: int
-                     ) -> tuple[Continued, int] | ReportError:
+                     verify_key: bytes, now: float, clock_skew: int,
+                     agg_param: bytes = b"") -> tuple[Continued, int] | ReportError:
     """The Leader's checks and first ping-pong step of one report: (state, the report's
     minimum batch size bound), or the report's error."""
     md = report.report_metadata
     rid = bytes(md.report_id)
     t = rec.time
-    if tx.is_report_aggregated(task.task_id, rid):
+    if agg_params.uses_agg_param(task):
+        replayed = agg_params.replay_error(tx, task, rid, t, agg_param)
+        if replayed is not None:
+            return replayed
+    elif tx.is_report_aggregated(task.task_id, rid):
         return ReportError.REPORT_REPLAYED
-    if task.batch_mode == BatchMode.TIME_INTERVAL and \
+    elif task.batch_mode == BatchMode.TIME_INTERVAL and \
             tx.interval_overlaps_collected(task.task_id, t, t + 1):
         return ReportError.BATCH_COLLECTED
     plaintext = decrypt_input_share(task, keyring, Role.LEADER, md, report.public_share,
@@ -199,7 +209,7 @@ def _leader_init_one(tx: Transaction, task: AggregatorTask, keyring: Keyring,
         vdaf.decode_public_share(report.public_share)
     except ValueError:
         return ReportError.INVALID_MESSAGE
-    state = ping_pong_leader_init(vdaf, verify_key, ctx, b"", rid, report.public_share,
+    state = ping_pong_leader_init(vdaf, verify_key, ctx, agg_param, rid, report.public_share,
                                   plaintext.payload)
     if isinstance(state, Rejected):
         return ReportError.VDAF_VERIFY_ERROR
@@ -252,14 +262,15 @@ def _capacity(tx: Transaction, task: AggregatorTask, batch: LeaderBatchRecord) -
 def _store_job(tx: Transaction, task: AggregatorTask, batch_id: bytes | None,
                chunk: Sequence[tuple[ClientReportRecord, Any, Continued]],
                now: float, rng: Rng, key_id: int,
-               bounds: dict[bytes, int] | None = None) -> AggregationJobRecord:
+               bounds: dict[bytes, int] | None = None,
+               agg_param: bytes = b"") -> AggregationJobRecord:
     tid = task.task_id
     job_id = rng.token_bytes(16)
-    body = task.wire.encode_init_req(task, b"", batch_id,
+    body = task.wire.encode_init_req(task, agg_param, batch_id,
                                      [(report, state.outbound) for _, report, state in chunk],
                                      key_id)
-    job = AggregationJobRecord(tid, job_id, "leader", AggregationJobState.ACTIVE, 0, b"",
-                               batch_id, body, digest(body), created_at=now,
+    job = AggregationJobRecord(tid, job_id, "leader", AggregationJobState.ACTIVE, 0,
+                               agg_param, batch_id, body, digest(body), created_at=now,
                                next_attempt_at=now)
     tx.put_aggregation_job(job)
     vdaf = task.vdaf
@@ -271,6 +282,80 @@ def _store_job(tx: Transaction, task: AggregatorTask, batch_id: bytes | None,
         for i, (rec, _, state) in enumerate(chunk)])
     tx.set_report_states(tid, [rec.report_id for rec, _, _ in chunk], ReportState.IN_JOB, job_id)
     return job
+
+
+# -- aggregation jobs of a collection (VDAFs with an aggregation parameter) -----------------
+
+# Far in the future: every waiting collection job, whatever its next attempt time.
+_ANY_TIME = 1e300
+
+
+def _eligible_reports(tx: Transaction, task: AggregatorTask, job: CollectionJobRecord,
+                      interval: Interval, agg_param: bytes) -> list[ClientReportRecord]:
+    """The reports of a collection job's batch still to aggregate with its parameter:
+    never aggregated (uploaded before the job, for the batch's first collection), or
+    aggregated with exactly the batch's previous parameters (`dap.core.agg_params`)."""
+    tid = task.task_id
+    start, end = int(interval.start), interval.end
+    previous = agg_params.collected_params(tx, task, start, end)
+    states = (ReportState.AGGREGATED,) if previous else (ReportState.NEW,)
+    reports = tx.list_reports_in_interval(tid, states, start, end)
+    if not previous:
+        return [r for r in reports if r.created_at < job.created_at + 1]
+    histories = tx.report_agg_params(tid, [r.report_id for r in reports])
+    return [r for r in reports if sorted(histories[bytes(r.report_id)]) == previous]
+
+
+def create_jobs_for_collections(tx: Transaction, task: AggregatorTask, keyring: Keyring,
+                                now: float, sizes: JobSizes, clock_skew: int, *, rng: Rng
+                                ) -> list[AggregationJobRecord]:
+    """For a VDAF with an aggregation parameter: aggregate the batch of each waiting
+    collection job with the job's parameter (DAP-18 Section 4.6.1: for such VDAFs the
+    aggregation jobs start once the Collector has named the parameter)."""
+    tid = task.task_id
+    key_id = task.leader_key_id()
+    waiting = [j for j in tx.list_collection_jobs((CollectionJobState.START,), _ANY_TIME)
+               if bytes(j.task_id) == tid]
+    jobs: list[AggregationJobRecord] = []
+    budget = sizes.max_job_size * sizes.jobs_per_pass
+    for coll in waiting:
+        req = task.wire.decode_collection_req(task, coll.request)
+        if req.interval is None or budget <= 0:
+            continue
+        reports = _eligible_reports(tx, task, coll, req.interval, req.agg_param)[:budget]
+        if not reports:
+            continue
+        if key_id is None:
+            tx.set_report_states(tid, [r.report_id for r in reports], ReportState.FAILED,
+                                 error=int(ReportError.UNKNOWN_VERIFICATION_KEY_ID))
+            continue
+        budget -= len(reports)
+        verify_key = task.verify_keys[key_id]
+        ctx = task.task.vdaf_ctx()
+        ready: list[tuple[ClientReportRecord, Any, Continued]] = []
+        bounds: dict[bytes, int] = {}
+        for rec in reports:
+            report = task.wire.decode_report(rec.report)
+            outcome = _leader_init_one(tx, task, keyring, rec, report, task.vdaf, ctx,
+                                       verify_key, now, clock_skew, req.agg_param)
+            if isinstance(outcome, ReportError):
+                tx.set_report_states(tid, [rec.report_id], ReportState.FAILED,
+                                     error=int(outcome))
+            else:
+                state, bounds[bytes(rec.report_id)] = outcome
+                ready.append((rec, report, state))
+        for i in range(0, len(ready), sizes.max_job_size):
+            jobs.append(_store_job(tx, task, None, ready[i : i + sizes.max_job_size], now,
+                                   rng, key_id, bounds, req.agg_param))
+    return jobs
+
+
+def _pending_for_collection(tx: Transaction, task: AggregatorTask, job: CollectionJobRecord,
+                            interval: Interval, agg_param: bytes) -> int:
+    """Reports of the batch not yet aggregated with the job's parameter, or in a job."""
+    in_job = tx.count_reports(task.task_id, (ReportState.IN_JOB,), int(interval.start),
+                              interval.end)
+    return in_job + len(_eligible_reports(tx, task, job, interval, agg_param))
 
 
 # -- stepping a job with the Helper (Sections 4.5.2.1, 4.5.4.1) ------------------------------
@@ -305,7 +390,10 @@ def process_aggregation_job_response(tx: Transaction, task: AggregatorTask,
         if vr.kind == VerifyRespType.REJECT:
             rec.state, rec.error = ReportAggregationState.REJECTED, int(vr.error or 0)
         elif vr.kind == VerifyRespType.CONTINUE and rec.state == ReportAggregationState.ACTIVE:
-            prev = Continued(vdaf.decode_verify_state(rec.verify_state or b""), job.step, b"")
+            # The Leader's stored state at step s is of ping-pong round 2s (VDAF Section
+            # 5.7.1: each exchange moves two rounds; round 0 after init).
+            prev = Continued(vdaf.decode_verify_state(rec.verify_state or b""), 2 * job.step,
+                             b"")
             state = ping_pong_leader_continued(vdaf, ctx, job.agg_param, prev, vr.payload or b"")
             if isinstance(state, Finished):
                 to_commit.append((rec, OutputShare(rec.report_id, rec.time,
@@ -323,7 +411,8 @@ def process_aggregation_job_response(tx: Transaction, task: AggregatorTask,
                 rec.error = int(ReportError.VDAF_VERIFY_ERROR)
         elif vr.kind == VerifyRespType.FINISH and \
                 rec.state == ReportAggregationState.FINISHED_OUTBOUND:
-            out_share = vdaf.decode_out_share(None, rec.verify_state or b"")
+            out_share = vdaf.decode_out_share(vdaf.decode_agg_param(job.agg_param),
+                                              rec.verify_state or b"")
             to_commit.append((rec, OutputShare(rec.report_id, rec.time,
                                                bucket_for(task, rec.time, job.batch_id),
                                                out_share, rec.min_batch_bound)))
@@ -412,7 +501,12 @@ def create_collection_job(tx: Transaction, task: AggregatorTask, body: bytes,
     except ValueError:
         raise DapProblem("invalidAggregationParameter", "invalid aggregation parameter",
                          task_id=tid) from None
-    if req.interval is not None:
+    if agg_params.uses_agg_param(task):
+        # Collected once per parameter, by time interval only (dap.core.agg_params).
+        agg_params.check_batch(tx, task, req.interval, req.agg_param)
+        assert req.interval is not None
+        check_batch_interval(tx, task, req.interval, overlap=False)
+    elif req.interval is not None:
         check_batch_interval(tx, task, req.interval)
     batch_id = None
     if req.batch_id is not None:
@@ -458,7 +552,25 @@ def prepare_collection(tx: Transaction, task: AggregatorTask, job: CollectionJob
         interval = req.interval
         assert interval is not None
         sel_interval = interval
-        if job.state == CollectionJobState.START:
+        if job.state == CollectionJobState.START and agg_params.uses_agg_param(task):
+            try:
+                agg_params.check_batch(tx, task, interval, req.agg_param)
+            except DapProblem as problem:  # another job collected the batch since
+                fail_collection(tx, job, problem.token, problem.detail)
+                return None
+            if _pending_for_collection(tx, task, job, interval, req.agg_param):
+                return None
+            records = buckets_of_interval(tx, task, interval, req.agg_param)
+            merged = merge_buckets(task, req.agg_param, records)
+            if merged.report_count < required_batch_size(task, merged):
+                _maybe_give_up(tx, task, job, now, give_up_after, merged)
+                return None
+            held = rate_exceeded(task, merged)
+            if held is not None:
+                fail_collection(tx, job, "invalidBatchSize", held)
+                return None
+            agg_params.mark_collected(tx, task, interval, req.agg_param)
+        elif job.state == CollectionJobState.START:
             if tx.interval_overlaps_collected(tid, int(interval.start), interval.end):
                 # Another job froze an overlapping interval since this one was created.
                 fail_collection(tx, job, "batchOverlap",
@@ -608,7 +720,9 @@ def release_refused_collection(tx: Transaction, task: AggregatorTask,
     (rather than being refused as `batch_collected` forever)."""
     if job.state == CollectionJobState.COLLECTING:
         req = task.wire.decode_collection_req(task, job.request)
-        if req.interval is not None:
+        if req.interval is not None and agg_params.uses_agg_param(task):
+            agg_params.unmark_collected(tx, task, req.interval, req.agg_param)
+        elif req.interval is not None:
             interval = req.interval
             tx.unmark_interval_collected(task.task_id, int(interval.start), interval.end)
         elif job.batch_id is not None:
@@ -652,6 +766,7 @@ def delete_collection_job(tx: Transaction, task: AggregatorTask, job_id: bytes) 
 
 __all__ = [
     "BatchID", "JobSizes", "ShareRequest", "upload", "create_aggregation_jobs",
+    "create_jobs_for_collections",
     "process_aggregation_job_response", "abandon_aggregation_job", "create_collection_job",
     "prepare_collection", "finish_collection", "fail_collection", "get_collection_job",
     "delete_collection_job",

@@ -8,7 +8,6 @@ keys) is under `/internal/`, enabled by an `admin_token` in the configuration.
 from __future__ import annotations
 
 import asyncio
-import binascii
 import contextlib
 import logging
 import time
@@ -16,11 +15,9 @@ from collections.abc import AsyncIterator, Callable
 
 from aiohttp import web
 
-from dap.common import TaskID
 from dap.core.errors import DapProblem
 from dap.core.rand import OS_RNG, Rng
 from dap.core.tasks import add_hpke_key
-from dap.profiles import DEFAULT_PROFILE, get_profile
 from dap.server import admin, gateway, taskprov
 from dap.server import helper as helper_routes
 from dap.server import leader as leader_routes
@@ -29,6 +26,7 @@ from dap.server.common import (
     STATE_KEY,
     AppState,
     Handler,
+    hpke_config_response,
     problem_middleware,
     state,
 )
@@ -48,27 +46,6 @@ async def get_hpke_config(request: web.Request) -> web.StreamResponse:
     media type: exactly `application/dap-hpke-config-list` for a DAP-09 task, which
     DAP-09 Clients check. Without one, DAP-18's."""
     return hpke_config_response(state(request), request.query.get("task_id"))
-
-
-def hpke_config_response(st: AppState, raw: str | None) -> web.Response:
-    """The answer to GET hpke_config (with `raw`, the `task_id` query parameter), for the
-    resource above and for the Oblivious HTTP gateway."""
-    profile = DEFAULT_PROFILE
-    if raw is not None:
-        try:
-            task_id = bytes(TaskID.from_base64url(raw))
-        except (ValueError, binascii.Error, TypeError):
-            raise DapProblem("unrecognizedTask", "malformed task ID", 404) from None
-        with st.datastore.transaction() as tx:
-            record = tx.get_task(task_id)
-        if record is None or record.role != st.config.role:
-            raise DapProblem("unrecognizedTask", "unknown task", 404, task_id=task_id)
-        profile = get_profile(record.profile)
-    config_list = st.keyring().config_list()
-    return web.Response(body=config_list.encode(), headers={
-        "Content-Type": profile.media_type_for("HpkeConfigList"),
-        "Cache-Control": f"max-age={st.config.hpke_cache_max_age}",
-    })
 
 
 @web.middleware

@@ -198,3 +198,23 @@ def not_ready_response(config: AggregatorConfig, location: str | None = None,
 def state(request: web.Request) -> AppState:
     return request.app[STATE_KEY]
 
+
+def hpke_config_response(st: AppState, raw: str | None) -> web.Response:
+    """The answer to GET hpke_config (with `raw`, the `task_id` query parameter), for the
+    resource above and for the Oblivious HTTP gateway."""
+    profile = DEFAULT_PROFILE
+    if raw is not None:
+        try:
+            task_id = bytes(TaskID.from_base64url(raw))
+        except (ValueError, binascii.Error, TypeError):
+            raise DapProblem("unrecognizedTask", "malformed task ID", 404) from None
+        with st.datastore.transaction() as tx:
+            record = tx.get_task(task_id)
+        if record is None or record.role != st.config.role:
+            raise DapProblem("unrecognizedTask", "unknown task", 404, task_id=task_id)
+        profile = get_profile(record.profile)
+    config_list = st.keyring().config_list()
+    return web.Response(body=config_list.encode(), headers={
+        "Content-Type": profile.media_type_for("HpkeConfigList"),
+        "Cache-Control": f"max-age={st.config.hpke_cache_max_age}",
+    })

@@ -40,7 +40,7 @@ from dap.core.errors import DapProblem
 from dap.problems import PROBLEM_MEDIA_TYPE
 from dap.profiles import DEFAULT_PROFILE, Profile
 from dap.server import leader as leader_routes
-from dap.server.common import AppState, problem_response, state
+from dap.server.common import AppState, hpke_config_response, problem_response, state
 
 log = logging.getLogger("ppm.gateway")
 
@@ -97,8 +97,6 @@ def _to_bhttp(resp: web.Response) -> bhttp.Response:
 
 def _dispatch(app: web.Application, st: AppState, req: bhttp.Request) -> web.Response:
     """Serve the decapsulated request from this Leader's own Client resources."""
-    from dap.server.app import hpke_config_response
-
     method = req.method.decode("ascii", "replace")
     target = req.path.decode("ascii", "replace")
     path, _, query = target.partition("?")

@@ -78,6 +78,12 @@ CREATE TABLE IF NOT EXISTS batch_buckets (
 CREATE TABLE IF NOT EXISTS collected_intervals (
     task_id BLOB NOT NULL, start INTEGER NOT NULL, end_ INTEGER NOT NULL);
 CREATE INDEX IF NOT EXISTS collected_intervals_task ON collected_intervals (task_id, start);
+CREATE TABLE IF NOT EXISTS report_agg_params (
+    task_id BLOB NOT NULL, report_id BLOB NOT NULL, agg_param BLOB NOT NULL,
+    seq INTEGER PRIMARY KEY AUTOINCREMENT, UNIQUE (task_id, report_id, agg_param));
+CREATE TABLE IF NOT EXISTS collected_agg_params (
+    task_id BLOB NOT NULL, start INTEGER NOT NULL, end_ INTEGER NOT NULL,
+    agg_param BLOB NOT NULL, PRIMARY KEY (task_id, start, end_, agg_param));
 CREATE TABLE IF NOT EXISTS collected_buckets (
     task_id BLOB NOT NULL, bucket BLOB NOT NULL, PRIMARY KEY (task_id, bucket));
 CREATE TABLE IF NOT EXISTS collection_jobs (
@@ -385,6 +391,54 @@ class SqliteTransaction:
         return self.c.execute("SELECT 1 FROM collected_intervals WHERE task_id=? AND start<? "
                               "AND end_>? LIMIT 1", (bytes(task_id), _end(end), _t(start))
                               ).fetchone() is not None
+
+    # -- VDAFs with an aggregation parameter ---------------------------------------------
+
+    def record_report_agg_param(self, task_id: bytes, report_id: bytes,
+                                agg_param: bytes) -> bool:
+        cur = self.c.execute("INSERT OR IGNORE INTO report_agg_params (task_id, report_id, "
+                             "agg_param) VALUES (?,?,?)",
+                             (bytes(task_id), bytes(report_id), bytes(agg_param)))
+        return cur.rowcount == 1
+
+    def report_agg_params(self, task_id: bytes, report_ids: list[bytes]
+                          ) -> dict[bytes, list[bytes]]:
+        """Each report's aggregation parameters, in the order they were recorded."""
+        out: dict[bytes, list[bytes]] = {bytes(r): [] for r in report_ids}
+        for chunk in iter_chunks([bytes(r) for r in report_ids]):
+            marks = ",".join("?" * len(chunk))
+            for rid, param in self.c.execute(
+                    f"SELECT report_id, agg_param FROM report_agg_params WHERE task_id=? AND "
+                    f"report_id IN ({marks}) ORDER BY seq", (bytes(task_id), *chunk)):
+                out[bytes(rid)].append(bytes(param))
+        return out
+
+    def mark_agg_param_collected(self, task_id: bytes, start: int, end: int,
+                                 agg_param: bytes) -> None:
+        self.c.execute("INSERT OR IGNORE INTO collected_agg_params VALUES (?,?,?,?)",
+                       (bytes(task_id), _t(start), _end(end), bytes(agg_param)))
+
+    def unmark_agg_param_collected(self, task_id: bytes, start: int, end: int,
+                                   agg_param: bytes) -> None:
+        self.c.execute("DELETE FROM collected_agg_params WHERE task_id=? AND start=? AND "
+                       "end_=? AND agg_param=?",
+                       (bytes(task_id), _t(start), _end(end), bytes(agg_param)))
+
+    def list_collected_agg_params(self, task_id: bytes, start: int, end: int
+                                  ) -> list[tuple[int, int, bytes]]:
+        """The (start, end, agg_param) collections whose interval overlaps [start, end)."""
+        rows = self.c.execute("SELECT start, end_, agg_param FROM collected_agg_params WHERE "
+                              "task_id=? AND start<? AND end_>? ORDER BY agg_param",
+                              (bytes(task_id), _end(end), _t(start)))
+        return [(int(a), int(b), bytes(p)) for a, b, p in rows]
+
+    def list_reports_in_interval(self, task_id: bytes, states: tuple[ReportState, ...],
+                                 time_from: int, time_to: int) -> list[ClientReportRecord]:
+        return self._all(ClientReportRecord,
+                         f"SELECT * FROM client_reports WHERE task_id=? AND state IN "
+                         f"({','.join('?' * len(states))}) AND time>=? AND time<? "
+                         "ORDER BY created_at, report_id",
+                         (bytes(task_id), *states, _t(time_from), _end(time_to)))
 
     def count_reports_in_active_jobs(self, task_id: bytes, batch_id: bytes) -> int:
         return int(self.c.execute(

@@ -31,6 +31,7 @@ from dap.profiles.dap09.messages import (
     TaskID,
     Time,
 )
+from vdaf import registry
 
 
 class Task09Error(ValueError):
@@ -38,9 +39,10 @@ class Task09Error(ValueError):
 
 
 def _vdaf_parameter_names(cls: type[Any]) -> list[str]:
-    """The constructor parameters of a VDAF class after ``shares``."""
+    """The constructor parameters of a VDAF class after ``self`` and ``shares`` (which
+    Poplar1's constructor does not take: it always has two)."""
     params = list(inspect.signature(cls.__init__).parameters)
-    return params[2:]  # self, shares
+    return [p for p in params[1:] if p != "shares"]
 
 
 def vdaf_parameters_of(vdaf: Any) -> dict[str, int]:
@@ -111,12 +113,15 @@ class Task09:
         task interval's end gives ``task_expiration`` (DAP-09 tasks have no start) and
         ``task_info`` is unused (DAP-09 has none)."""
         fixed = batch_mode == BatchMode.LEADER_SELECTED
+        # A VDAF with an aggregation parameter (Poplar1) is collected once per parameter:
+        # at most once per level of its tree (VDAF-08's is_valid: distinct levels).
+        queries = int(vdaf.bits) if registry.takes_agg_param(getattr(vdaf, "NAME", "")) else 1
         task = cls.for_vdaf(
             vdaf, task_id=task_id, leader_aggregator_endpoint=leader_url,
             helper_aggregator_endpoint=helper_url, time_precision=time_precision,
             min_batch_size=min_batch_size, profile=profile, dp_policy=dp_policy,
             query_type=QueryType.FIXED_SIZE if fixed else QueryType.TIME_INTERVAL,
-            max_batch_size=max_batch_size if fixed else None,
+            max_batch_size=max_batch_size if fixed else None, max_batch_query_count=queries,
             task_expiration=task_interval.end * time_precision if task_interval else None)
         return task, {}
 
@@ -143,7 +148,9 @@ class Task09:
             raise Task09Error(f"no VDAF {self.vdaf_name!r} in {self.profile.name}: {exc}") from None
         kwargs: Mapping[str, int] = dict(self.vdaf_parameters)
         try:
-            vdaf = cls(self.profile.shares, **kwargs)
+            # Poplar1 always has two shares: its constructor takes no `shares`.
+            takes_shares = "shares" in inspect.signature(cls).parameters
+            vdaf = cls(self.profile.shares, **kwargs) if takes_shares else cls(**kwargs)
         except (ValueError, TypeError) as exc:
             raise Task09Error(f"invalid {self.vdaf_name} parameters {kwargs}: {exc}") from None
         code = self.profile.vdaf_types.get(self.vdaf_name)

@@ -16,6 +16,7 @@
 from __future__ import annotations
 
 import importlib
+import inspect
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
@@ -90,7 +91,7 @@ class Prio3L1BoundSumConfig(Struct):
 
 @dataclass(frozen=True)
 class Poplar1Config(Struct):
-    """``Poplar1Config`` (Appendix B.6). Encodable, but this project has no Poplar1."""
+    """``Poplar1Config`` (Appendix B.6)."""
 
     bits: int = wire(U16)
 
@@ -114,6 +115,7 @@ _CONSTRUCTORS: dict[str, tuple[str, tuple[str, ...]]] = {
     "Prio3Histogram": ("vdaf.prio3", ("length", "chunk_length")),
     "Prio3MultihotCountVec": ("vdaf.prio3", ("length", "max_weight", "chunk_length")),
     "Prio3L1BoundSum": ("vdaf.prio3", ("length", "max_value", "chunk_length")),
+    "Poplar1": ("vdaf.poplar1", ("bits",)),  # always two shares: no `shares` argument
 }
 
 
@@ -176,7 +178,8 @@ def vdaf_from_configuration(
         raise TaskError(f"{name} is not available: {exc}") from None
     kwargs = {a: getattr(config, a) for a in args}
     try:
-        vdaf = cls(profile.shares, **kwargs)
+        takes_shares = "shares" in inspect.signature(cls).parameters
+        vdaf = cls(profile.shares, **kwargs) if takes_shares else cls(**kwargs)
     except (ValueError, TypeError) as exc:
         raise TaskError(f"invalid {name} parameters {kwargs}: {exc}") from None
     # The round trip must be exact, or participants would disagree on the bytes.

@@ -36,6 +36,7 @@ from dap.codec import U8, U16, U32, U64, DecodeError, Opaque, Struct, StructCode
 from dap.common import URL, BatchMode
 from dap.profiles.dap18.messages import TaskExtensionType
 from dap.task import TaskError
+from vdaf import registry
 
 if TYPE_CHECKING:
     from dap.profiles.base import Profile
@@ -202,6 +203,10 @@ def opt_in(config: bytes, profile: Profile, now: float) -> Any:
     names = {code: name for name, code in profile.vdaf_types.items()}
     if raw.vdaf_type not in names:
         raise OptOut(f"VDAF type 0x{raw.vdaf_type:08x} is not implemented")
+    if mode == BatchMode.LEADER_SELECTED and registry.takes_agg_param(names[raw.vdaf_type]):
+        # A leader-selected query cannot name a batch again, so a VDAF with an aggregation
+        # parameter (Poplar1) runs in time-interval tasks only (dap.core.agg_params).
+        raise OptOut(f"{names[raw.vdaf_type]} is not implemented in leader-selected tasks")
     try:
         decoded = profile.messages.TaskConfiguration.decode(bytes(config))
         task = profile.task_cls.from_configuration(derive_task_id(config), decoded, profile)
