@@ -20,7 +20,6 @@ from dap.hpke import choose_config
 from dap.problems import ProblemDocument, ProblemDocumentError
 from dap.task import DapTask
 
-
 #: Per-report errors after which the Client refreshes the HPKE configurations and sends the
 #: report once more (re-encrypted, never re-noised): DAP-18's `outdated_config` (Section
 #: 4.4.2), which DAP-19 replaced with `hpke_unknown_config_id`.
