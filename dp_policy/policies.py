@@ -93,6 +93,23 @@ class DpPolicy(Generic[Measurement, AggShare, AggResult, DebiasedAggResult]):
         """Draw Aggregator noise for `dimension` coordinates ahead of time (off the
         request path). Nothing to do for policies without Aggregator noise."""
 
+    # The Aggregator randomization in two halves, so that a caller can draw the noise
+    # ahead of time (off the request path) and apply it later: `add_noise_to_agg_share`
+    # is `apply_agg_share_noise(agg_share, sample_agg_share_noise(len(agg_share)))`.
+    has_agg_share_noise: ClassVar[bool] = False
+
+    def sample_agg_share_noise(self, dimension: int, rng: Rng | None = None) -> list[int]:
+        """One noise vector for an aggregate share of `dimension` coordinates, drawn
+        from `rng` (default: the policy's own). The running time depends on the values
+        drawn: call it off the request path. Empty for a policy without Aggregator
+        noise."""
+        return []
+
+    def apply_agg_share_noise(self, agg_share: AggShare, noise: Sequence[int]) -> AggShare:
+        """The aggregate share with a vector from `sample_agg_share_noise` added; takes
+        time that depends only on the length."""
+        return agg_share
+
 
 # ---------------------------------------------------------------------------------------
 # Field helpers
@@ -229,6 +246,15 @@ class _AggregatorNoisePolicy(DpPolicy[Any, list[int], list[int], list[int]]):
 
     def precompute_noise(self, dimension: int) -> None:
         self.pool.refill(dimension)
+
+    has_agg_share_noise = True
+
+    def sample_agg_share_noise(self, dimension: int, rng: Rng | None = None) -> list[int]:
+        mechanism = self.mechanism if rng is None else self.mechanism.with_rng(rng)
+        return mechanism.sample_noise(dimension)
+
+    def apply_agg_share_noise(self, agg_share: list[int], noise: Sequence[int]) -> list[int]:
+        return add_noise_mod(agg_share, noise, self.modulus)
 
     def add_noise_to_agg_share(self, agg_share: list[int]) -> list[int]:
         return add_noise_mod(agg_share, self.pool.take(len(agg_share)), self.modulus)
