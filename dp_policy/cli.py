@@ -2,9 +2,10 @@
 
     ppm dp calibrate  --epsilon E --delta D --sensitivity S [--vector 1,-1]
     ppm dp rappor     --eps0 E0 --n N --delta D [--orders integer|continuous]
-    ppm dp shuffle    --eps0 E0 --n N --delta D [--variant fmt22|fmt20]
+    ppm dp shuffle    --eps0 E0 --n N --delta D [--variant fmt20|fmt22]
     ppm dp max-weight --length L --eps0 E0 --fp P
     ppm dp batch-size --eps0 E0 --epsilon E --delta D [--method rappor|shuffle]
+                      [--variant fmt20|fmt22]
     ppm dp tables
 
 Every leaf takes `--json` and then prints exactly one JSON object.
@@ -18,6 +19,10 @@ import math
 from typing import Any
 
 from dp_policy import accounting, calibration
+
+VARIANT_HELP = ("fmt20 (default): FMT20, valid for any eps0-DP local randomizer; fmt22: "
+                "the stronger FMT22 bound, which by the paper's erratum holds only for a "
+                "restricted class of local randomizers")
 
 # The draft's Tables 1 and 2 (Section 6.1.1 and 6.2, "Utility"), as printed.
 TABLE1 = (  # (epsilon, delta, std, n, eps0)
@@ -84,13 +89,21 @@ def _cmd_rappor(args: argparse.Namespace) -> int:
 
 def _cmd_shuffle(args: argparse.Namespace) -> int:
     eps = accounting.shuffle_epsilon(args.eps0, args.n, args.delta, args.variant)
-    closed = accounting.shuffle_closed_form(args.eps0, args.n, args.delta)
+    closed = accounting.shuffle_closed_form(args.eps0, args.n, args.delta, args.variant)
+    validity = accounting.SHUFFLE_VARIANTS[args.variant]
     obj = {"epsilon": eps, "delta": args.delta, "n": args.n, "eps0": args.eps0,
-           "variant": args.variant, "closed_form_epsilon": closed}
-    lines = [f"shuffling n = {args.n} reports of an eps0 = {args.eps0} local randomizer:",
-             f"  numerical bound ({args.variant}): ({eps:.6f}, {args.delta:g})-DP",
-             "  closed form (FMT22): " + (f"{closed:.6f}" if closed is not None else
-                                          "not valid (eps0 > ln(n / (8 ln(2/delta)) - 1))")]
+           "variant": args.variant, "closed_form_epsilon": closed, "validity": validity,
+           "neighbouring": "replacement"}
+    condition = ("eps0 > ln(n / (16 ln(2/delta)))" if args.variant == "fmt20"
+                 else "eps0 > ln(n / (8 ln(2/delta)) - 1)")
+    lines = [f"shuffling n = {args.n} reports of an eps0 = {args.eps0} local randomizer "
+             "(eps0 between any two inputs: replacement model; symmetric RAPPOR(e) is "
+             "2e here):",
+             f"  numerical bound ({args.variant}): ({eps:.6f}, {args.delta:g})-DP "
+             "(replacement)",
+             f"  closed form ({args.variant}): " + (f"{closed:.6f}" if closed is not None
+                                                    else f"not valid ({condition})"),
+             f"  valid for: {validity}"]
     return _emit(args, obj, lines)
 
 
@@ -104,9 +117,12 @@ def _cmd_batch_size(args: argparse.Namespace) -> int:
     if args.method == "rappor":
         n = accounting.rappor_min_batch_size(args.eps0, args.epsilon, args.delta)
     else:
-        n = accounting.shuffle_min_batch_size(args.eps0, args.epsilon, args.delta)
+        n = accounting.shuffle_min_batch_size(args.eps0, args.epsilon, args.delta,
+                                              args.variant)
     obj = {"batch_size": n, "eps0": args.eps0, "epsilon": args.epsilon,
            "delta": args.delta, "method": args.method}
+    if args.method == "shuffle":
+        obj["variant"] = args.variant
     return _emit(args, obj, [f"smallest batch size = {n}"])
 
 
@@ -195,7 +211,8 @@ def register(subparsers: Any) -> None:
     p.add_argument("--eps0", type=float, required=True)
     p.add_argument("--n", type=int, required=True)
     p.add_argument("--delta", type=float, required=True)
-    p.add_argument("--variant", choices=("fmt22", "fmt20"), default="fmt22")
+    p.add_argument("--variant", choices=tuple(accounting.SHUFFLE_VARIANTS),
+                   default=accounting.DEFAULT_SHUFFLE_VARIANT, help=VARIANT_HELP)
     p.set_defaults(func=_cmd_shuffle)
 
     p = leaf("max-weight", "RAPPOR false-positive bound (draft Section 6.1.1)")
@@ -209,6 +226,9 @@ def register(subparsers: Any) -> None:
     p.add_argument("--epsilon", type=float, required=True)
     p.add_argument("--delta", type=float, required=True)
     p.add_argument("--method", choices=("rappor", "shuffle"), default="rappor")
+    p.add_argument("--variant", choices=tuple(accounting.SHUFFLE_VARIANTS),
+                   default=accounting.DEFAULT_SHUFFLE_VARIANT,
+                   help="with --method shuffle: " + VARIANT_HELP)
     p.set_defaults(func=_cmd_batch_size)
 
     p = leaf("tables", "the draft's Tables 1 and 2 recomputed")
