@@ -43,7 +43,12 @@ log = logging.getLogger(__name__)
 
 #: Defaults of the parameters a user may leave out.
 DEFAULT_DELTA = 1e-9
-DEFAULT_FP = 1e-9
+#: An honest RAPPOR report over max_weight (probability <= fp each) is dropped, which
+#: adds (1 + e^epsilon) n fp to the delta of the aggregate over n honest Clients
+#: (`dp_policy.accounting.rappor_drop_delta`). The default keeps n fp within 1% of
+#: DEFAULT_DELTA up to n = 10^7 Clients (`rappor_fp_for(DEFAULT_DELTA, 10**7)`); the
+#: draft's examples use fp = 1e-9, which for 10^5 Clients would dominate a delta of 1e-9.
+DEFAULT_FP = 1e-18
 
 
 class DpSpecError(ValueError):

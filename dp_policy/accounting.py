@@ -27,7 +27,8 @@
   Both take eps0 as the local randomizer's epsilon between ANY two inputs (the
   replacement model): for symmetric RAPPOR(eps0), pass 2 eps0.
 * the inverses `rappor_min_batch_size` and `shuffle_min_batch_size`;
-* `rappor_max_weight`: the false-positive bound of the draft's Section 6.1.1;
+* `rappor_max_weight`: the false-positive bound of the draft's Section 6.1.1, and what
+  dropping an honest report over it costs (`rappor_drop_delta`, `rappor_fp_for`);
 * composition over several collections: basic, advanced ([DRV10], paper 000 Theorem 3)
   and Renyi ([Mir17] Proposition 1), and a small `PrivacyAccountant`.
 """
@@ -513,6 +514,33 @@ def shuffle_min_batch_size(eps0: float, target_epsilon: float, delta: float,
 # ---------------------------------------------------------------------------------------
 # RAPPOR false positives (draft Section 6.1.1)
 # ---------------------------------------------------------------------------------------
+
+
+def rappor_drop_delta(n: int, fp: float, epsilon: float) -> float:
+    """What dropping honest reports over max_weight adds to the delta of the aggregate.
+
+    The amplification bound (`rappor_amplification`) is for the mechanism M that
+    aggregates all n honest reports; the deployed M' drops each report whose noisy
+    weight exceeds max_weight, which happens with probability at most fp per report
+    (`rappor_max_weight`), so M and M' (coupled on the same Client randomness) differ
+    only on an event E with P(E) <= n fp. If M is (epsilon, delta)-DP, then for every set
+    S: P(M'(D) in S) <= P(M(D) in S) + P(E) <= e^epsilon P(M(D') in S) + delta + P(E)
+    <= e^epsilon P(M'(D') in S) + delta + (1 + e^epsilon) P(E): M' is (epsilon,
+    delta + (1 + e^epsilon) n fp)-DP. (The local guarantee is unaffected: dropping is a
+    function of the noisy report.)"""
+    if n < 0 or not 0 <= fp <= 1:
+        raise ValueError("need n >= 0 and 0 <= fp <= 1")
+    return min(1.0, (1.0 + math.exp(epsilon)) * n * fp)
+
+
+def rappor_fp_for(delta: float, n: int, share: float = 0.01) -> float:
+    """The false-positive bound fp = share * delta / n: with it, n honest Clients have
+    an honest report dropped with probability at most share * delta, and
+    `rappor_drop_delta` adds (1 + e^epsilon) share delta to the guarantee (for epsilon
+    <= 1, under 4 share delta)."""
+    if not 0 < delta < 1 or n < 1 or not 0 < share <= 1:
+        raise ValueError("need 0 < delta < 1, n >= 1 and 0 < share <= 1")
+    return share * delta / n
 
 
 def rappor_max_weight(length: int, eps0: float, fp: float) -> int:

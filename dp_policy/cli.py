@@ -1,7 +1,7 @@
 """`ppm dp ...`: calibration and accounting from the command line.
 
     ppm dp calibrate  --epsilon E --delta D --sensitivity S [--vector 1,-1]
-    ppm dp rappor     --eps0 E0 --n N --delta D [--orders integer|continuous]
+    ppm dp rappor     --eps0 E0 --n N --delta D [--orders integer|continuous] [--fp P]
     ppm dp shuffle    --eps0 E0 --n N --delta D [--variant fmt20|fmt22]
     ppm dp max-weight --length L --eps0 E0 --fp P
     ppm dp batch-size --eps0 E0 --epsilon E --delta D [--method rappor|shuffle]
@@ -75,15 +75,25 @@ def _cmd_calibrate(args: argparse.Namespace) -> int:
 
 def _cmd_rappor(args: argparse.Namespace) -> int:
     res = accounting.rappor_amplification(args.eps0, args.n, args.delta, orders=args.orders)
-    obj = {"epsilon": res.epsilon, "delta": res.delta, "std": res.std, "n": res.n,
-           "eps0": res.eps0, "order": res.order, "rdp": res.rdp, "method": res.method,
-           "local_epsilon_deletion": args.eps0, "local_epsilon_replacement": 2 * args.eps0}
+    obj: dict[str, Any] = {
+        "epsilon": res.epsilon, "delta": res.delta, "std": res.std, "n": res.n,
+        "eps0": res.eps0, "order": res.order, "rdp": res.rdp, "method": res.method,
+        "neighbouring": "replacement",
+        "local_epsilon_deletion": args.eps0, "local_epsilon_replacement": 2 * args.eps0}
     lines = [f"aggregate of n = {args.n} symmetric-RAPPOR reports (eps0 = {args.eps0}):",
-             f"  ({res.epsilon:.6f}, {res.delta:g})-DP  [Renyi order {res.order:g}, "
-             f"RDP {res.rdp:.6g}; MJTB+22 Theorem C.3, CKS20 Prop. 12]",
+             f"  ({res.epsilon:.6f}, {res.delta:g})-DP (replacement)  [Renyi order "
+             f"{res.order:g}, RDP {res.rdp:.6g}; MJTB+22 Theorem C.3, CKS20 Prop. 12]",
              f"  noise standard deviation per debiased coordinate: {res.std:.6f}",
              f"  local guarantee (OC): eps0 = {args.eps0} (deletion), {2 * args.eps0} "
              "(replacement)"]
+    if args.fp is not None:
+        # Honest reports over max_weight are dropped: that event adds to delta.
+        drop = accounting.rappor_drop_delta(args.n, args.fp, res.epsilon)
+        obj.update({"fp": args.fp, "drop_delta": drop, "total_delta": res.delta + drop})
+        lines.append(f"  with fp = {args.fp:g} (dropped honest reports): "
+                     f"({res.epsilon:.6f}, {res.delta + drop:.3g})-DP (replacement); "
+                     f"fp <= {accounting.rappor_fp_for(args.delta, args.n):.3g} keeps "
+                     "the drops within 1% of delta")
     return _emit(args, obj, lines)
 
 
@@ -205,6 +215,8 @@ def register(subparsers: Any) -> None:
     p.add_argument("--n", type=int, required=True, help="number of honest Clients")
     p.add_argument("--delta", type=float, required=True)
     p.add_argument("--orders", choices=("integer", "continuous"), default="integer")
+    p.add_argument("--fp", type=float, help="the task's false-positive bound: add the "
+                   "chance of dropping an honest report over max_weight to delta")
     p.set_defaults(func=_cmd_rappor)
 
     p = leaf("shuffle", "numerical amplification-by-shuffling bound")
