@@ -222,6 +222,8 @@ RESERVE_DEPTH = 2
 #: `NoiseReserve.synchronous_draws` and logged): a reserve must not take the memory of a
 #: task whose VDAF has a huge output (a Histogram of length 2^30).
 MAX_RESERVED_DIMENSION = 1 << 20
+#: Coordinates drawn between two looks at the stop event of `NoiseReserve.fill`.
+DRAW_CHUNK = 4096
 
 
 class NoiseReserve:
@@ -250,16 +252,27 @@ class NoiseReserve:
     def missing(self) -> int:
         return max(0, self.depth - len(self._vectors))
 
-    def _draw(self) -> list[int]:
+    def _draw(self, stop: threading.Event | None = None) -> list[int] | None:
+        """One vector, drawn `DRAW_CHUNK` coordinates at a time (the same values as in
+        one go: the coordinates are independent and drawn in order); None if `stop` is
+        set in between (a server shutting down does not wait for a long vector)."""
+        noise: list[int] = []
         with self._draw_lock:
-            noise: list[int] = self.policy.sample_agg_share_noise(self.dimension, self.rng)
+            while len(noise) < self.dimension:
+                if stop is not None and stop.is_set():
+                    return None
+                k = min(DRAW_CHUNK, self.dimension - len(noise))
+                noise += self.policy.sample_agg_share_noise(k, self.rng)
         return noise
 
-    def fill(self) -> int:
-        """Draw vectors until the reserve holds `depth`; returns how many were drawn."""
+    def fill(self, stop: threading.Event | None = None) -> int:
+        """Draw vectors until the reserve holds `depth` (or `stop` is set); returns how
+        many were drawn."""
         drawn = 0
         while self.missing():
-            noise = self._draw()
+            noise = self._draw(stop)
+            if noise is None:
+                break
             with self._lock:
                 self._vectors.append(noise)
             drawn += 1
@@ -273,7 +286,9 @@ class NoiseReserve:
         self.synchronous_draws += 1
         log.warning("DP noise reserve empty: drawing %d noise values on the request path",
                     self.dimension)
-        return self._draw()
+        noise = self._draw()
+        assert noise is not None  # no stop event: always a whole vector
+        return noise
 
 
 _RESERVES: weakref.WeakKeyDictionary[Any, NoiseReserve] = weakref.WeakKeyDictionary()
@@ -337,19 +352,24 @@ async def keep_noise_reserves(tasks: Callable[[], Iterable[Any]], rng: Any,
     """Keep the noise reserve of every task `tasks()` returns (an Aggregator's DP tasks)
     full, forever: the server runs it next to its worker. The draws run in a worker
     thread, so that the event loop keeps answering requests meanwhile; a task whose
-    reserve fails is logged and skipped (the others go on)."""
-    while True:
-        try:
-            current = list(tasks())
-        except Exception:  # noqa: BLE001 - keep the loop alive
-            log.exception("DP noise reserves: cannot list the tasks")
-            current = []
-        for task in current:
+    reserve fails is logged and skipped (the others go on). Cancelled, it stops the
+    thread's draw within `DRAW_CHUNK` coordinates."""
+    stop = threading.Event()
+    try:
+        while True:
             try:
-                reserve = noise_reserve(task, rng)
-                if reserve is not None and reserve.missing():
-                    await asyncio.to_thread(reserve.fill)
-            except Exception:  # noqa: BLE001 - per task: one failing task stops no other
-                log.exception("DP noise reserve of task %s failed",
-                              bytes(task.task_id).hex())
-        await asyncio.sleep(interval)
+                current = list(tasks())
+            except Exception:  # noqa: BLE001 - keep the loop alive
+                log.exception("DP noise reserves: cannot list the tasks")
+                current = []
+            for task in current:
+                try:
+                    reserve = noise_reserve(task, rng)
+                    if reserve is not None and reserve.missing():
+                        await asyncio.to_thread(reserve.fill, stop)
+                except Exception:  # noqa: BLE001 - per task: one failing task stops none
+                    log.exception("DP noise reserve of task %s failed",
+                                  bytes(task.task_id).hex())
+            await asyncio.sleep(interval)
+    finally:
+        stop.set()

@@ -139,3 +139,53 @@ def test_collection_uses_the_pre_drawn_noise_and_samples_nothing_on_the_loop(
             assert list(result.debiased_result) == \
                 [x + z for x, z in zip(exact, noise, strict=True)]
     asyncio.run(run())
+
+
+def test_fill_stops_when_asked_and_chunks_draw_the_same_values() -> None:
+    import threading
+
+    policy = laplace_policy()
+    stop = threading.Event()
+    stop.set()
+    reserve = dp.NoiseReserve(policy, 5, SeededRng(3))
+    assert reserve.fill(stop) == 0 and len(reserve) == 0
+    # Drawn DRAW_CHUNK coordinates at a time: the same stream as in one go.
+    chunked = dp.NoiseReserve(policy, 10, SeededRng(4), depth=1)
+    old, dp.DRAW_CHUNK = dp.DRAW_CHUNK, 3
+    try:
+        chunked.fill()
+    finally:
+        dp.DRAW_CHUNK = old
+    assert chunked.take() == policy.sample_agg_share_noise(10, SeededRng(4))
+
+
+def test_keep_noise_reserves_fills_and_survives_a_failing_task() -> None:
+    class Broken:
+        task_id = b"\x09" * 32
+
+        @property
+        def dp_policy(self) -> Any:
+            raise RuntimeError("broken task")
+
+    class Good:
+        task_id = b"\x0a" * 32
+        role = type("R", (), {"name": "HELPER"})()
+        dp_policy = laplace_policy()
+        vdaf = dp_policy.vdaf
+
+    good = Good()
+
+    async def run() -> None:
+        loop = asyncio.create_task(dp.keep_noise_reserves(lambda: [Broken(), good],
+                                                          SeededRng(5), interval=0.01))
+        for _ in range(200):
+            reserve = dp.noise_reserve(good, SeededRng(5))
+            if reserve is not None and reserve.missing() == 0:
+                break
+            await asyncio.sleep(0.01)
+        loop.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await loop
+        reserve = dp.noise_reserve(good, SeededRng(5))
+        assert reserve is not None and len(reserve) == dp.RESERVE_DEPTH
+    asyncio.run(run())
