@@ -24,6 +24,11 @@ from dap.problems import ProblemDocument, ProblemDocumentError
 from dap.task import DapTask
 from dap.taskprov import advertisement_headers
 
+#: Per-report errors after which the Client refreshes the HPKE configurations and sends the
+#: report once more (re-encrypted, never re-noised): DAP-18's `outdated_config` (Section
+#: 4.4.2), which DAP-19 replaced with `hpke_unknown_config_id`.
+RETRY_ERRORS = frozenset({ReportError.OUTDATED_CONFIG, ReportError.HPKE_UNKNOWN_CONFIG_ID})
+
 
 class UploadError(Exception):
     """The Leader refused an upload request as a whole."""
@@ -172,23 +177,37 @@ class Client:
                 await self._fetch_config(self.task.helper_aggregator_endpoint))
         return self._configs
 
+    def randomize(self, measurements: Sequence[Any]) -> list[Any]:
+        """The measurements with the task's client-side DP noise applied (the policy's
+        `add_noise_to_measurement`, draft-wang-ppm-differential-privacy Section 5), or
+        unchanged without a policy. Call it ONCE per measurement: a Client that noised
+        the same measurement again (say, to retry an upload) would hand out independent
+        noisy copies, and the local guarantee degrades with each (two RAPPOR(eps0) copies
+        of one measurement are about 2 eps0-DP)."""
+        if self.policy is None:
+            return list(measurements)
+        return [self.policy.add_noise_to_measurement(m) for m in measurements]
+
+    async def encrypt(self, noisy: Sequence[Any], time_seconds: float | None = None
+                      ) -> list[Any]:
+        """Reports (fresh report IDs, sharing and HPKE encryption) of measurements
+        already through `randomize`: no noise is drawn here."""
+        leader, helper = await self.hpke_configs()
+        now = time_seconds if time_seconds is not None else self.clock()
+        t = self.flow.report_time(self.task, now)
+        return [self.flow.generate_report(self.task, m, time=t, leader_hpke_config=leader,
+                                          helper_hpke_config=helper, vdaf=self.vdaf,
+                                          extensions=self.extensions)
+                for m in noisy]
+
     async def prepare(self, measurements: Sequence[Any],
                       time_seconds: float | None = None, randomized: bool = False
                       ) -> list[Any]:
         """Reports for the measurements (client-side DP noise applied when the task's
         policy has one, unless they are `randomized` already, e.g. dummy reports made by
-        `dap.sampling.dummy_measurement`)."""
-        leader, helper = await self.hpke_configs()
-        now = time_seconds if time_seconds is not None else self.clock()
-        t = self.flow.report_time(self.task, now)
-        reports: list[Any] = []
-        for m in measurements:
-            if self.policy is not None and not randomized:
-                m = self.policy.add_noise_to_measurement(m)
-            reports.append(self.flow.generate_report(
-                self.task, m, time=t, leader_hpke_config=leader, helper_hpke_config=helper,
-                vdaf=self.vdaf, extensions=self.extensions))
-        return reports
+        `dap.sampling.dummy_measurement`): `randomize`, then `encrypt`."""
+        noisy = list(measurements) if randomized else self.randomize(measurements)
+        return await self.encrypt(noisy, time_seconds)
 
     async def upload_reports(self, reports: Sequence[Any]) -> UploadResult:
         """Send the reports in one upload request (DAP-18's UploadRequest), or one by one
@@ -248,21 +267,28 @@ class Client:
     async def upload(self, measurements: Sequence[Any], batch_size: int = 500,
                      time_seconds: float | None = None) -> UploadResult:
         """Prepare and upload measurements in requests of `batch_size` reports. Reports
-        refused with `outdated_config` are regenerated once with fresh configurations."""
+        refused for their HPKE configuration (`outdated_config`; `hpke_unknown_config_id`
+        where the draft has no `outdated_config`, DAP-19) are sent once more, as freshly
+        generated reports (DAP-18 Section 4.4.2) after refreshing the configurations.
+
+        The retry re-encrypts the SAME noisy measurements: the task's DP noise is drawn
+        once per measurement (`randomize`), never again for a retry, so that a Leader
+        that fakes `outdated_config` learns nothing more than from one report. The retry
+        keeps the first attempt's report time (the same batch interval)."""
         total = UploadResult(0, {})
         for i in range(0, len(measurements), batch_size):
-            chunk = list(measurements[i : i + batch_size])
-            reports = await self.prepare(chunk, time_seconds)
+            noisy = self.randomize(measurements[i : i + batch_size])
+            now = time_seconds if time_seconds is not None else self.clock()
+            reports = await self.encrypt(noisy, now)
             result = await self.upload_reports(reports)
             outdated = [j for j, r in enumerate(reports)
-                        if result.rejected.get(bytes(r.report_metadata.report_id))
-                        == ReportError.OUTDATED_CONFIG]
+                        if result.rejected.get(self.flow.report_id(r)) in RETRY_ERRORS]
             if outdated:
                 await self.hpke_configs(refresh=True)
                 for j in outdated:
-                    result.rejected.pop(bytes(reports[j].report_metadata.report_id))
+                    result.rejected.pop(self.flow.report_id(reports[j]))
                 retry = await self.upload_reports(
-                    await self.prepare([chunk[j] for j in outdated], time_seconds))
+                    await self.encrypt([noisy[j] for j in outdated], now))
                 result.accepted += retry.accepted
                 result.rejected.update(retry.rejected)
             total.accepted += result.accepted

@@ -176,6 +176,7 @@ def simulate(vdaf: Any, policy: Any, n: int, rng: random.Random) -> tuple[list[A
 def guarantee_json(g: Any) -> dict[str, Any]:
     return {"trust_model": g.trust_model, "epsilon": json_number(float(g.epsilon)),
             "delta": float(g.delta), "method": g.method, "note": g.note,
+            "neighbouring": getattr(g, "neighbouring", "replacement"),
             "protected": math.isfinite(float(g.epsilon))}
 
 

@@ -23,8 +23,13 @@ raises ValueError).
 
 from __future__ import annotations
 
+import asyncio
 import json
+import logging
 import math
+import threading
+import weakref
+from collections.abc import Callable, Iterable
 from typing import Any
 
 POLICIES = (
@@ -37,9 +42,16 @@ POLICIES = (
 )
 MULTIHOT_CLIENT_RANDOMIZATION = "MultiHotHistogramWithClientRandomization"
 
+log = logging.getLogger(__name__)
+
 #: Defaults of the parameters a user may leave out.
 DEFAULT_DELTA = 1e-9
-DEFAULT_FP = 1e-9
+#: An honest RAPPOR report over max_weight (probability <= fp each) is dropped, which
+#: adds (1 + e^epsilon) n fp to the delta of the aggregate over n honest Clients
+#: (`dp_policy.accounting.rappor_drop_delta`). The default keeps n fp within 1% of
+#: DEFAULT_DELTA up to n = 10^7 Clients (`rappor_fp_for(DEFAULT_DELTA, 10**7)`); the
+#: draft's examples use fp = 1e-9, which for 10^5 Clients would dominate a delta of 1e-9.
+DEFAULT_FP = 1e-18
 
 
 class DpSpecError(ValueError):
@@ -196,3 +208,176 @@ def policy_from_spec(spec: dict[str, Any], vdaf: Any) -> Any:
 def _need(vdaf_name: str, expected: str, policy: str) -> None:
     if vdaf_name != expected:
         raise ValueError(f"DP policy {policy} applies to {expected}, not {vdaf_name}")
+
+
+# -- Aggregator noise, drawn off the request path (issue 12) -------------------------------
+#
+# The CKS20 samplers take a time that depends on the values they return (Jin et al., S&P
+# 2022), so an Aggregator that draws its noise while answering a request tells whoever
+# times the answer something about the noise: a DAP-09 Helper answers the Leader's
+# AggregateShareReq synchronously. Each Aggregator therefore keeps, per DP task, a
+# `NoiseReserve` of whole noise vectors drawn in the background (`keep_noise_reserves`,
+# started by the server next to its worker), and the code that computes an aggregate
+# share only takes one (`noise_agg_share`), in time that depends only on the vector's
+# length. A batch gets exactly one vector: the Aggregator draws it when it computes the
+# batch's aggregate share, and what it sends (the Helper's AggregateShare, the Leader's
+# CollectionJobResp) is stored with the job, so that the same noise is never drawn again
+# for a request it already answered.
+
+#: Noise vectors kept ready per task: one for the next batch and one spare.
+RESERVE_DEPTH = 2
+#: Longer aggregate shares are not pre-drawn (their noise is drawn when needed, counted in
+#: `NoiseReserve.synchronous_draws` and logged): a reserve must not take the memory of a
+#: task whose VDAF has a huge output (a Histogram of length 2^30).
+MAX_RESERVED_DIMENSION = 1 << 20
+#: Coordinates drawn between two looks at the stop event of `NoiseReserve.fill`.
+DRAW_CHUNK = 4096
+
+
+class NoiseReserve:
+    """Pre-drawn Aggregator noise of one task's policy: up to `depth` vectors of
+    `dimension` coordinates, drawn from `rng` by `fill` (off the request path) and handed
+    out by `take`. Thread-safe: `fill` may run in a worker thread.
+
+    If the reserve is empty when a vector is needed, `take` draws one synchronously (and
+    counts it in `synchronous_draws`, with a warning in the log) rather than fail: the
+    answer is then correct but its timing depends on the noise."""
+
+    def __init__(self, policy: Any, dimension: int, rng: Any,
+                 depth: int = RESERVE_DEPTH) -> None:
+        self.policy = policy
+        self.dimension = dimension
+        self.rng = rng
+        self.depth = depth if dimension <= MAX_RESERVED_DIMENSION else 0
+        self._vectors: list[list[int]] = []
+        self._lock = threading.Lock()       # the list of vectors
+        self._draw_lock = threading.Lock()  # the rng: one stream, drawn in order
+        self.synchronous_draws = 0
+
+    def __len__(self) -> int:
+        return len(self._vectors)
+
+    def missing(self) -> int:
+        return max(0, self.depth - len(self._vectors))
+
+    def _draw(self, stop: threading.Event | None = None) -> list[int] | None:
+        """One vector, drawn `DRAW_CHUNK` coordinates at a time (the same values as in
+        one go: the coordinates are independent and drawn in order); None if `stop` is
+        set in between (a server shutting down does not wait for a long vector)."""
+        noise: list[int] = []
+        with self._draw_lock:
+            while len(noise) < self.dimension:
+                if stop is not None and stop.is_set():
+                    return None
+                k = min(DRAW_CHUNK, self.dimension - len(noise))
+                noise += self.policy.sample_agg_share_noise(k, self.rng)
+        return noise
+
+    def fill(self, stop: threading.Event | None = None) -> int:
+        """Draw vectors until the reserve holds `depth` (or `stop` is set); returns how
+        many were drawn."""
+        drawn = 0
+        while self.missing():
+            noise = self._draw(stop)
+            if noise is None:
+                break
+            with self._lock:
+                self._vectors.append(noise)
+            drawn += 1
+        return drawn
+
+    def take(self) -> list[int]:
+        """The oldest pre-drawn vector (or, if none is left, one drawn now)."""
+        with self._lock:
+            if self._vectors:
+                return self._vectors.pop(0)
+        self.synchronous_draws += 1
+        log.warning("DP noise reserve empty: drawing %d noise values on the request path",
+                    self.dimension)
+        noise = self._draw()
+        assert noise is not None  # no stop event: always a whole vector
+        return noise
+
+
+_RESERVES: weakref.WeakKeyDictionary[Any, NoiseReserve] = weakref.WeakKeyDictionary()
+_RESERVES_LOCK = threading.Lock()
+
+
+def _agg_share_length(vdaf: Any) -> int:
+    flp = getattr(vdaf, "flp", None)
+    if flp is not None:
+        return int(flp.OUTPUT_LEN)
+    return len(vdaf.agg_init(None))
+
+
+def noise_rng(rng: Any, task_id: bytes, role: str) -> Any:
+    """The stream a task's noise is drawn from: the Aggregator's `rng` (the OS CSPRNG
+    unless a test injects a seeded one). A seeded rng (`dap.core.rand.SeededRng`) gives
+    each task and role a child stream of its own, so that the noise of a seeded run is
+    reproducible however the background draws interleave with the other draws."""
+    child = getattr(rng, "child", None)
+    if child is None:
+        return rng
+    return child(b"dp-noise/" + role.encode() + b"/" + bytes(task_id))
+
+
+def noise_reserve(task: Any, rng: Any) -> NoiseReserve | None:
+    """The noise reserve of an Aggregator's task (a `dap.core.tasks.AggregatorTask`),
+    created on first use with `rng`; None when the task's policy adds no Aggregator
+    noise. The reserve lives as long as the task's policy object (the Aggregator's task
+    cache): a task reloaded after a change starts with an empty one."""
+    policy = task.dp_policy
+    if policy is None or not getattr(policy, "has_agg_share_noise", False):
+        return None
+    with _RESERVES_LOCK:
+        reserve = _RESERVES.get(policy)
+        if reserve is None:
+            reserve = NoiseReserve(policy, _agg_share_length(task.vdaf),
+                                   noise_rng(rng, task.task_id, task.role.name.lower()))
+            _RESERVES[policy] = reserve
+    return reserve
+
+
+def noise_agg_share(task: Any, agg_share: list[int], rng: Any) -> list[int]:
+    """The aggregate share with the task's Aggregator noise added (its policy's
+    `add_noise_to_agg_share`, draft-wang-ppm-differential-privacy Section 5), from the
+    task's reserve: no sampler runs here unless the reserve is empty. Unchanged for a
+    task without Aggregator noise. Called once per batch, where the aggregate share is
+    computed (`dap.core.helper.finish_aggregate_share`, `dap.core.leader.
+    finish_collection`)."""
+    reserve = noise_reserve(task, rng)
+    if reserve is None:
+        return agg_share
+    if len(agg_share) != reserve.dimension:
+        raise ValueError(f"aggregate share of {len(agg_share)} values, the task's noise has "
+                         f"{reserve.dimension}")
+    noised: list[int] = reserve.policy.apply_agg_share_noise(agg_share, reserve.take())
+    return noised
+
+
+async def keep_noise_reserves(tasks: Callable[[], Iterable[Any]], rng: Any,
+                              interval: float = 0.25) -> None:
+    """Keep the noise reserve of every task `tasks()` returns (an Aggregator's DP tasks)
+    full, forever: the server runs it next to its worker. The draws run in a worker
+    thread, so that the event loop keeps answering requests meanwhile; a task whose
+    reserve fails is logged and skipped (the others go on). Cancelled, it stops the
+    thread's draw within `DRAW_CHUNK` coordinates."""
+    stop = threading.Event()
+    try:
+        while True:
+            try:
+                current = list(tasks())
+            except Exception:  # noqa: BLE001 - keep the loop alive
+                log.exception("DP noise reserves: cannot list the tasks")
+                current = []
+            for task in current:
+                try:
+                    reserve = noise_reserve(task, rng)
+                    if reserve is not None and reserve.missing():
+                        await asyncio.to_thread(reserve.fill, stop)
+                except Exception:  # noqa: BLE001 - per task: one failing task stops none
+                    log.exception("DP noise reserve of task %s failed",
+                                  bytes(task.task_id).hex())
+            await asyncio.sleep(interval)
+    finally:
+        stop.set()

@@ -6,13 +6,29 @@
   2 rho_2RR(n, alpha, eps0), where rho_2RR bounds the Renyi divergence of a sum of n
   binary randomized responses differing in one input. We compute rho_2RR numerically
   (exactly, in log space) and convert to (epsilon, delta) with CKS20 Proposition 12.
-* `shuffle_epsilon`: the numerical amplification-by-shuffling bound for a general
-  eps0-DP local randomizer ("hiding among the clones"), in the stronger form of Feldman,
-  McMillan and Talwar 2022 ([FMT22]) used by paper 000 (Talwar et al.) Example 4, with
-  the closed form beside it where its validity condition holds (`shuffle_closed_form`).
-  The 2020 form ([FMT20]) is available as `variant="fmt20"`.
+* `shuffle_epsilon`: the numerical amplification-by-shuffling bound ("hiding among the
+  clones"), with the closed form beside it where its validity condition holds
+  (`shuffle_closed_form`). Two variants (`SHUFFLE_VARIANTS`):
+  - "fmt20" (the default): Feldman, McMillan and Talwar, "Hiding Among the Clones"
+    (FOCS 2021, arXiv 2012.12803; [FMT20]), which holds for ANY eps0-DP local
+    randomizer;
+  - "fmt22": the stronger analysis of Feldman, McMillan and Talwar, "Stronger Privacy
+    Amplification by Shuffling for Renyi and Approximate Differential Privacy" (SODA
+    2023, arXiv 2208.04591; [FMT22]), used by paper 000 (Talwar et al.) Example 4. Its
+    erratum (arXiv 2208.04591, "Errata") says the proof of its Lemma 3.5 is wrong when
+    p < 1/(e^eps0 + 1), which affects its Theorems 3.1 and 3.2 (and Corollary 4.3,
+    Theorem 5.2): "previously stated for any sequence of adaptive local randomizers,
+    [they] hold for a restricted class of local randomizers that contains several
+    important local randomizers" (and so do its numerical Figures 1-3). It is therefore
+    NOT a bound for an arbitrary eps0-DP randomizer. We have not established that the
+    randomizers of this project (symmetric RAPPOR on a one-hot vector, whose
+    replacement-model local epsilon is 2 eps0) belong to that class, so FMT20 is the
+    default; use "fmt22" only for a randomizer the erratum's class is known to contain.
+  Both take eps0 as the local randomizer's epsilon between ANY two inputs (the
+  replacement model): for symmetric RAPPOR(eps0), pass 2 eps0.
 * the inverses `rappor_min_batch_size` and `shuffle_min_batch_size`;
-* `rappor_max_weight`: the false-positive bound of the draft's Section 6.1.1;
+* `rappor_max_weight`: the false-positive bound of the draft's Section 6.1.1, and what
+  dropping an honest report over it costs (`rappor_drop_delta`, `rappor_fp_for`);
 * composition over several collections: basic, advanced ([DRV10], paper 000 Theorem 3)
   and Renyi ([Mir17] Proposition 1), and a small `PrivacyAccountant`.
 """
@@ -276,6 +292,17 @@ def _min_n(ok: Callable[[int], bool], n_max: int) -> int | None:
 # ---------------------------------------------------------------------------------------
 
 
+#: The shuffle bounds, and which local randomizers each holds for (see the module text).
+SHUFFLE_VARIANTS = {
+    "fmt20": "FMT20 (Hiding Among the Clones, Thm 3.2): holds for any eps0-DP local "
+             "randomizer",
+    "fmt22": "FMT22 (Stronger Amplification by Shuffling, Thm 3.2): by the paper's erratum "
+             "only for a restricted class of local randomizers, not for any eps0-DP one",
+}
+#: The default: the bound valid for every eps0-DP local randomizer, ours included.
+DEFAULT_SHUFFLE_VARIANT = "fmt20"
+
+
 class _CloneModel:
     """The pair of distributions that dominates the shuffled output ([FMT20] Theorem
     3.2; [FMT22] Section 3): for C ~ Bin(n - 1, p_clone), A ~ Bin(C, 1/2) and
@@ -283,10 +310,12 @@ class _CloneModel:
 
         P = (A + Delta, C - A + 1 - Delta),   Q = (A + 1 - Delta, C - A + Delta).
 
-    p_clone = e^-eps0 in [FMT20]; the stronger analysis of [FMT22] shows every other
-    Client's report contains a "clone" of the target's with probability 2/(e^eps0 + 1),
-    which is the bound paper 000 (Talwar et al.) uses in its Example 4 (eps0 = 4,
-    B = 10000, delta = 1e-10 gives epsilon 0.61).
+    p_clone = e^-eps0 in [FMT20], for any eps0-DP local randomizer; the stronger
+    analysis of [FMT22] has every other Client's report contain a "clone" of the
+    target's with probability 2/(e^eps0 + 1), which is the bound paper 000 (Talwar et
+    al.) uses in its Example 4 (eps0 = 4, B = 10000, delta = 1e-10 gives epsilon 0.61)
+    -- but, by the [FMT22] erratum, only for a restricted class of local randomizers
+    (the error is in its Lemma 3.5, the decomposition that gives 2/(e^eps0 + 1)).
 
     Given C = c only the first coordinate x matters; P(x|c)/Q(x|c) increases in x, so
     sum_x (P - e^eps Q)_+ is a tail sum starting at x* = ceil(beta (c + 1)), where
@@ -294,7 +323,7 @@ class _CloneModel:
     (e^eps0 + 1). By the symmetry x -> c + 1 - x the other direction gives the same value.
     """
 
-    def __init__(self, n: int, eps0: float, variant: str = "fmt22",
+    def __init__(self, n: int, eps0: float, variant: str = DEFAULT_SHUFFLE_VARIANT,
                  mass_cut: float = 1e-18) -> None:
         if variant == "fmt22":
             p = 2.0 / (math.exp(eps0) + 1.0)
@@ -407,16 +436,18 @@ class _CloneModel:
         return math.fsum(terms) + self.left_out
 
 
-def shuffle_delta(eps0: float, n: int, epsilon: float, variant: str = "fmt22") -> float:
+def shuffle_delta(eps0: float, n: int, epsilon: float,
+                  variant: str = DEFAULT_SHUFFLE_VARIANT) -> float:
     """delta at epsilon of shuffling n eps0-DP local reports (numerical clone bound)."""
     return _CloneModel(n, eps0, variant).delta(epsilon)
 
 
-def shuffle_epsilon(eps0: float, n: int, delta: float, variant: str = "fmt22",
-                    tol: float = 1e-7) -> float:
+def shuffle_epsilon(eps0: float, n: int, delta: float,
+                    variant: str = DEFAULT_SHUFFLE_VARIANT, tol: float = 1e-7) -> float:
     """The smallest epsilon (to `tol`) such that shuffling n reports of an eps0-DP local
-    randomizer is (epsilon, delta)-DP, by the numerical clone bound ([FMT22]; or
-    [FMT20] with variant="fmt20"). Never more than eps0."""
+    randomizer is (epsilon, delta)-DP, by the numerical clone bound: [FMT20] (default,
+    any eps0-DP randomizer) or [FMT22] with variant="fmt22" (only the randomizers of the
+    restricted class of its erratum). Never more than eps0."""
     model = _CloneModel(n, eps0, variant)
     if model.delta(0.0) <= delta:
         return 0.0
@@ -430,29 +461,47 @@ def shuffle_epsilon(eps0: float, n: int, delta: float, variant: str = "fmt22",
     return hi
 
 
-def shuffle_closed_form(eps0: float, n: int, delta: float) -> float | None:
-    """The closed-form bound of [FMT22] (as printed in paper 000, Example 4, footnote):
+def shuffle_closed_form(eps0: float, n: int, delta: float,
+                        variant: str = DEFAULT_SHUFFLE_VARIANT) -> float | None:
+    """The closed-form bound of the variant, None outside its validity condition.
+
+    fmt20 ([FMT20] Theorem 3.1, any eps0-DP randomizer):
+
+        eps = ln(1 + (e^eps0 - 1)/(e^eps0 + 1) (8 sqrt(e^eps0 ln(4/delta)) / sqrt(n)
+                     + 8 e^eps0 / n)),   for eps0 <= ln(n / (16 ln(2/delta)));
+
+    fmt22 ([FMT22] Theorem 3.1 as printed in paper 000, Example 4, footnote, where it is
+    attributed to [FeldmanMT2020]; restricted by the [FMT22] erratum like the numerical
+    bound):
 
         eps = ln(1 + (e^eps0 - 1) (4 sqrt(2 ln(4/delta)) / sqrt((e^eps0 + 1) n) + 4/n)),
-
-    valid for eps0 <= ln(n / (8 ln(2/delta)) - 1); None outside that range.
+              for eps0 <= ln(n / (8 ln(2/delta)) - 1).
     """
+    e = math.exp(eps0)
+    if variant == "fmt20":
+        arg = n / (16.0 * math.log(2.0 / delta))
+        if arg <= 0 or eps0 > math.log(arg):
+            return None
+        return math.log1p((e - 1.0) / (e + 1.0) * (8.0 * math.sqrt(e * math.log(4.0 / delta))
+                                                   / math.sqrt(n) + 8.0 * e / n))
+    if variant != "fmt22":
+        raise ValueError("variant must be 'fmt22' or 'fmt20'")
     arg = n / (8.0 * math.log(2.0 / delta)) - 1.0
     if arg <= 0 or eps0 > math.log(arg):
         return None
-    e = math.exp(eps0)
     return math.log1p((e - 1.0) * (4.0 * math.sqrt(2.0 * math.log(4.0 / delta))
                                    / math.sqrt((e + 1.0) * n) + 4.0 / n))
 
 
 def shuffle_amplification(eps0: float, n: int, delta: float,
-                          variant: str = "fmt22") -> AmplificationResult:
+                          variant: str = DEFAULT_SHUFFLE_VARIANT) -> AmplificationResult:
     eps = shuffle_epsilon(eps0, n, delta, variant)
     return AmplificationResult(eps, delta, n, eps0, method=f"shuffle/{variant}")
 
 
 def shuffle_min_batch_size(eps0: float, target_epsilon: float, delta: float,
-                           variant: str = "fmt22", n_max: int = 10**9) -> int | None:
+                           variant: str = DEFAULT_SHUFFLE_VARIANT,
+                           n_max: int = 10**9) -> int | None:
     """The smallest n for which the numerical shuffle bound gives epsilon <=
     target_epsilon at delta (None if not reached by n_max)."""
 
@@ -465,6 +514,33 @@ def shuffle_min_batch_size(eps0: float, target_epsilon: float, delta: float,
 # ---------------------------------------------------------------------------------------
 # RAPPOR false positives (draft Section 6.1.1)
 # ---------------------------------------------------------------------------------------
+
+
+def rappor_drop_delta(n: int, fp: float, epsilon: float) -> float:
+    """What dropping honest reports over max_weight adds to the delta of the aggregate.
+
+    The amplification bound (`rappor_amplification`) is for the mechanism M that
+    aggregates all n honest reports; the deployed M' drops each report whose noisy
+    weight exceeds max_weight, which happens with probability at most fp per report
+    (`rappor_max_weight`), so M and M' (coupled on the same Client randomness) differ
+    only on an event E with P(E) <= n fp. If M is (epsilon, delta)-DP, then for every set
+    S: P(M'(D) in S) <= P(M(D) in S) + P(E) <= e^epsilon P(M(D') in S) + delta + P(E)
+    <= e^epsilon P(M'(D') in S) + delta + (1 + e^epsilon) P(E): M' is (epsilon,
+    delta + (1 + e^epsilon) n fp)-DP. (The local guarantee is unaffected: dropping is a
+    function of the noisy report.)"""
+    if n < 0 or not 0 <= fp <= 1:
+        raise ValueError("need n >= 0 and 0 <= fp <= 1")
+    return min(1.0, (1.0 + math.exp(epsilon)) * n * fp)
+
+
+def rappor_fp_for(delta: float, n: int, share: float = 0.01) -> float:
+    """The false-positive bound fp = share * delta / n: with it, n honest Clients have
+    an honest report dropped with probability at most share * delta, and
+    `rappor_drop_delta` adds (1 + e^epsilon) share delta to the guarantee (for epsilon
+    <= 1, under 4 share delta)."""
+    if not 0 < delta < 1 or n < 1 or not 0 < share <= 1:
+        raise ValueError("need 0 < delta < 1, n >= 1 and 0 < share <= 1")
+    return share * delta / n
 
 
 def rappor_max_weight(length: int, eps0: float, fp: float) -> int:

@@ -263,17 +263,22 @@ MIN_COHORT_METHODS = ("numerical", "closed-form", "rappor")
 
 
 def min_cohort(eps0: float, epsilon: float, delta: float, method: str = "numerical",
-               deletion: bool = False, n_max: int = 10**9) -> int | None:
+               deletion: bool = False, n_max: int = 10**9,
+               variant: str = accounting.DEFAULT_SHUFFLE_VARIANT) -> int | None:
     """The smallest cohort m such that aggregating m eps0-DP local reports is
     (epsilon, delta)-DP (paper 004 Section 3.1, Check 3), or None if not reached by n_max.
 
     method "numerical": the numerical amplification-by-shuffling bound (paper 004 cites
-      [31] and recommends it; `accounting.shuffle_min_batch_size`, the FMT22 clone bound);
+      [31] and recommends it; `accounting.shuffle_min_batch_size`);
     "closed-form": paper 004 Theorem 3.1 (equation (1)), valid for
       eps0 <= ln(n / (8 ln(2/delta)) - 1);
     "rappor": amplification by aggregation of symmetric RAPPOR reports (004 Appendix C).
     deletion: the reports are eps0-DP in the deletion model: use 2 eps0 (004 Section 3.1,
       after Theorem 3.1); not for "rappor", whose analysis is already the deletion one.
+    variant: the shuffle bound of "numerical" and "closed-form" (`accounting.
+      SHUFFLE_VARIANTS`). The default, fmt20, holds for any eps0-DP randomizer; paper 004's
+      Figure 1 and Theorem 3.1 use fmt22 ([31]), which by its erratum holds only for a
+      restricted class of randomizers (see `accounting`).
     """
     if method not in MIN_COHORT_METHODS:
         raise ValueError(f"method must be one of {MIN_COHORT_METHODS}")
@@ -284,10 +289,10 @@ def min_cohort(eps0: float, epsilon: float, delta: float, method: str = "numeric
         return accounting.rappor_min_batch_size(eps0, epsilon, delta, n_max)
     e0 = 2.0 * eps0 if deletion else eps0
     if method == "numerical":
-        return accounting.shuffle_min_batch_size(e0, epsilon, delta, n_max=n_max)
+        return accounting.shuffle_min_batch_size(e0, epsilon, delta, variant, n_max=n_max)
 
     def ok(n: int) -> bool:
-        eps = accounting.shuffle_closed_form(e0, n, delta)
+        eps = accounting.shuffle_closed_form(e0, n, delta, variant)
         return eps is not None and eps <= epsilon
 
     # The closed form is valid only from some n on, and decreases in n there.

@@ -1,10 +1,11 @@
 """`ppm dp ...`: calibration and accounting from the command line.
 
     ppm dp calibrate  --epsilon E --delta D --sensitivity S [--vector 1,-1]
-    ppm dp rappor     --eps0 E0 --n N --delta D [--orders integer|continuous]
-    ppm dp shuffle    --eps0 E0 --n N --delta D [--variant fmt22|fmt20]
+    ppm dp rappor     --eps0 E0 --n N --delta D [--orders integer|continuous] [--fp P]
+    ppm dp shuffle    --eps0 E0 --n N --delta D [--variant fmt20|fmt22]
     ppm dp max-weight --length L --eps0 E0 --fp P
     ppm dp batch-size --eps0 E0 --epsilon E --delta D [--method rappor|shuffle]
+                      [--variant fmt20|fmt22]
     ppm dp tables
 
 Every leaf takes `--json` and then prints exactly one JSON object.
@@ -19,6 +20,10 @@ import sys
 from typing import Any
 
 from dp_policy import accounting, amplification, calibration
+
+VARIANT_HELP = ("fmt20 (default): FMT20, valid for any eps0-DP local randomizer; fmt22: "
+                "the stronger FMT22 bound, which by the paper's erratum holds only for a "
+                "restricted class of local randomizers")
 
 # The draft's Tables 1 and 2 (Section 6.1.1 and 6.2, "Utility"), as printed.
 TABLE1 = (  # (epsilon, delta, std, n, eps0)
@@ -71,27 +76,45 @@ def _cmd_calibrate(args: argparse.Namespace) -> int:
 
 def _cmd_rappor(args: argparse.Namespace) -> int:
     res = accounting.rappor_amplification(args.eps0, args.n, args.delta, orders=args.orders)
-    obj = {"epsilon": res.epsilon, "delta": res.delta, "std": res.std, "n": res.n,
-           "eps0": res.eps0, "order": res.order, "rdp": res.rdp, "method": res.method,
-           "local_epsilon_deletion": args.eps0, "local_epsilon_replacement": 2 * args.eps0}
+    obj: dict[str, Any] = {
+        "epsilon": res.epsilon, "delta": res.delta, "std": res.std, "n": res.n,
+        "eps0": res.eps0, "order": res.order, "rdp": res.rdp, "method": res.method,
+        "neighbouring": "replacement",
+        "local_epsilon_deletion": args.eps0, "local_epsilon_replacement": 2 * args.eps0}
     lines = [f"aggregate of n = {args.n} symmetric-RAPPOR reports (eps0 = {args.eps0}):",
-             f"  ({res.epsilon:.6f}, {res.delta:g})-DP  [Renyi order {res.order:g}, "
-             f"RDP {res.rdp:.6g}; MJTB+22 Theorem C.3, CKS20 Prop. 12]",
+             f"  ({res.epsilon:.6f}, {res.delta:g})-DP (replacement)  [Renyi order "
+             f"{res.order:g}, RDP {res.rdp:.6g}; MJTB+22 Theorem C.3, CKS20 Prop. 12]",
              f"  noise standard deviation per debiased coordinate: {res.std:.6f}",
              f"  local guarantee (OC): eps0 = {args.eps0} (deletion), {2 * args.eps0} "
              "(replacement)"]
+    if args.fp is not None:
+        # Honest reports over max_weight are dropped: that event adds to delta.
+        drop = accounting.rappor_drop_delta(args.n, args.fp, res.epsilon)
+        obj.update({"fp": args.fp, "drop_delta": drop, "total_delta": res.delta + drop})
+        lines.append(f"  with fp = {args.fp:g} (dropped honest reports): "
+                     f"({res.epsilon:.6f}, {res.delta + drop:.3g})-DP (replacement); "
+                     f"fp <= {accounting.rappor_fp_for(args.delta, args.n):.3g} keeps "
+                     "the drops within 1% of delta")
     return _emit(args, obj, lines)
 
 
 def _cmd_shuffle(args: argparse.Namespace) -> int:
     eps = accounting.shuffle_epsilon(args.eps0, args.n, args.delta, args.variant)
-    closed = accounting.shuffle_closed_form(args.eps0, args.n, args.delta)
+    closed = accounting.shuffle_closed_form(args.eps0, args.n, args.delta, args.variant)
+    validity = accounting.SHUFFLE_VARIANTS[args.variant]
     obj = {"epsilon": eps, "delta": args.delta, "n": args.n, "eps0": args.eps0,
-           "variant": args.variant, "closed_form_epsilon": closed}
-    lines = [f"shuffling n = {args.n} reports of an eps0 = {args.eps0} local randomizer:",
-             f"  numerical bound ({args.variant}): ({eps:.6f}, {args.delta:g})-DP",
-             "  closed form (FMT22): " + (f"{closed:.6f}" if closed is not None else
-                                          "not valid (eps0 > ln(n / (8 ln(2/delta)) - 1))")]
+           "variant": args.variant, "closed_form_epsilon": closed, "validity": validity,
+           "neighbouring": "replacement"}
+    condition = ("eps0 > ln(n / (16 ln(2/delta)))" if args.variant == "fmt20"
+                 else "eps0 > ln(n / (8 ln(2/delta)) - 1)")
+    lines = [f"shuffling n = {args.n} reports of an eps0 = {args.eps0} local randomizer "
+             "(eps0 between any two inputs: replacement model; symmetric RAPPOR(e) is "
+             "2e here):",
+             f"  numerical bound ({args.variant}): ({eps:.6f}, {args.delta:g})-DP "
+             "(replacement)",
+             f"  closed form ({args.variant}): " + (f"{closed:.6f}" if closed is not None
+                                                    else f"not valid ({condition})"),
+             f"  valid for: {validity}"]
     return _emit(args, obj, lines)
 
 
@@ -105,9 +128,12 @@ def _cmd_batch_size(args: argparse.Namespace) -> int:
     if args.method == "rappor":
         n = accounting.rappor_min_batch_size(args.eps0, args.epsilon, args.delta)
     else:
-        n = accounting.shuffle_min_batch_size(args.eps0, args.epsilon, args.delta)
+        n = accounting.shuffle_min_batch_size(args.eps0, args.epsilon, args.delta,
+                                              args.variant)
     obj = {"batch_size": n, "eps0": args.eps0, "epsilon": args.epsilon,
            "delta": args.delta, "method": args.method}
+    if args.method == "shuffle":
+        obj["variant"] = args.variant
     return _emit(args, obj, [f"smallest batch size = {n}"])
 
 
@@ -244,12 +270,13 @@ def _cmd_checkins(args: argparse.Namespace) -> int:
 
 def _cmd_min_cohort(args: argparse.Namespace) -> int:
     m = amplification.min_cohort(args.eps0, args.epsilon, args.delta, args.method,
-                                 args.deletion)
+                                 args.deletion, variant=args.variant)
     obj = {"min_cohort": m, "epsilon": args.epsilon, "delta": args.delta, "eps0": args.eps0,
-           "method": args.method, "deletion": args.deletion}
+           "method": args.method, "deletion": args.deletion, "variant": args.variant}
     text = "not reached" if m is None else str(m)
     return _emit(args, obj, [f"smallest cohort for ({args.epsilon:g}, {args.delta:g})-DP "
-                             f"from {args.eps0:g}-DP reports ({args.method}): {text}"])
+                             f"from {args.eps0:g}-DP reports ({args.method}, "
+                             f"{args.variant}): {text}"])
 
 
 def _one_line_errors(name: str, cmd: Any) -> Any:
@@ -308,6 +335,10 @@ def _register_sampling(leaf: Any) -> None:
                    default="numerical")
     p.add_argument("--deletion", action="store_true",
                    help="eps0 is a deletion-model guarantee (use 2 eps0)")
+    p.add_argument("--variant", choices=sorted(accounting.SHUFFLE_VARIANTS),
+                   default=accounting.DEFAULT_SHUFFLE_VARIANT,
+                   help="shuffle bound: fmt20 holds for any eps0-DP randomizer (default); "
+                        "fmt22 is paper 004's, restricted by its erratum")
     p.set_defaults(func=_one_line_errors("min-cohort", _cmd_min_cohort))
 
 
@@ -335,13 +366,16 @@ def register(subparsers: Any) -> None:
     p.add_argument("--n", type=int, required=True, help="number of honest Clients")
     p.add_argument("--delta", type=float, required=True)
     p.add_argument("--orders", choices=("integer", "continuous"), default="integer")
+    p.add_argument("--fp", type=float, help="the task's false-positive bound: add the "
+                   "chance of dropping an honest report over max_weight to delta")
     p.set_defaults(func=_cmd_rappor)
 
     p = leaf("shuffle", "numerical amplification-by-shuffling bound")
     p.add_argument("--eps0", type=float, required=True)
     p.add_argument("--n", type=int, required=True)
     p.add_argument("--delta", type=float, required=True)
-    p.add_argument("--variant", choices=("fmt22", "fmt20"), default="fmt22")
+    p.add_argument("--variant", choices=tuple(accounting.SHUFFLE_VARIANTS),
+                   default=accounting.DEFAULT_SHUFFLE_VARIANT, help=VARIANT_HELP)
     p.set_defaults(func=_cmd_shuffle)
 
     p = leaf("max-weight", "RAPPOR false-positive bound (draft Section 6.1.1)")
@@ -355,6 +389,9 @@ def register(subparsers: Any) -> None:
     p.add_argument("--epsilon", type=float, required=True)
     p.add_argument("--delta", type=float, required=True)
     p.add_argument("--method", choices=("rappor", "shuffle"), default="rappor")
+    p.add_argument("--variant", choices=tuple(accounting.SHUFFLE_VARIANTS),
+                   default=accounting.DEFAULT_SHUFFLE_VARIANT,
+                   help="with --method shuffle: " + VARIANT_HELP)
     p.set_defaults(func=_cmd_batch_size)
 
     p = leaf("tables", "the draft's Tables 1 and 2 recomputed")

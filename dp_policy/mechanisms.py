@@ -26,6 +26,7 @@ aggregate share is requested) and the request handler only takes values from it.
 
 from __future__ import annotations
 
+import copy
 import math
 import os
 import struct
@@ -474,6 +475,12 @@ class AdditiveIntegerNoise(DpMechanism):
 
     def sample(self) -> int:
         raise NotImplementedError()
+
+    def with_rng(self, rng: Rng) -> AdditiveIntegerNoise:
+        """The same mechanism drawing from `rng` (e.g. an Aggregator's injectable rng)."""
+        twin = copy.copy(self)
+        twin.rng = rng
+        return twin
 
     def sample_noise(self, dimension: int) -> list[int]:
         """`dimension` independent samples. The running time depends on the values drawn

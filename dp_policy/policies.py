@@ -54,15 +54,34 @@ OAOC = "OAOC"  # One-Aggregator-One-Client (Section 3.3.2)
 OC = "OC"  # One-Client (Section 3.3.3)
 
 
+#: The neighbouring relations of a guarantee: two batches (or, for a local guarantee,
+#: two inputs of one Client) differing in one Client's measurement ("replacement"), or a
+#: Client's report against one drawn from a reference distribution ("deletion", the
+#: model of symmetric RAPPOR's eps0, [MJTB+22] Definition C.1).
+REPLACEMENT = "replacement"
+DELETION = "deletion"
+
+
 @dataclass(frozen=True)
 class PrivacyGuarantee:
-    """What a policy achieves in one trust model. epsilon = inf means no protection."""
+    """What a policy achieves in one trust model. epsilon = inf means no protection.
+    Every guarantee a policy reports is in the replacement model (`neighbouring`), so
+    that the figures of different trust models and policies compare."""
 
     trust_model: str
     epsilon: float
     delta: float
     method: str
     note: str = ""
+    neighbouring: str = REPLACEMENT
+
+    def describe(self) -> str:
+        """`(eps, delta)-DP (replacement)`, `eps-DP (replacement)`, or no protection."""
+        if not math.isfinite(self.epsilon):
+            return "no protection"
+        if self.delta == 0:
+            return f"{self.epsilon:.4g}-DP ({self.neighbouring})"
+        return f"({self.epsilon:.4g}, {self.delta:.2g})-DP ({self.neighbouring})"
 
 
 class DpPolicy(Generic[Measurement, AggShare, AggResult, DebiasedAggResult]):
@@ -95,6 +114,23 @@ class DpPolicy(Generic[Measurement, AggShare, AggResult, DebiasedAggResult]):
         """Draw Aggregator noise for `dimension` coordinates ahead of time (off the
         request path). Nothing to do for policies without Aggregator noise."""
 
+    # The Aggregator randomization in two halves, so that a caller can draw the noise
+    # ahead of time (off the request path) and apply it later: `add_noise_to_agg_share`
+    # is `apply_agg_share_noise(agg_share, sample_agg_share_noise(len(agg_share)))`.
+    has_agg_share_noise: ClassVar[bool] = False
+
+    def sample_agg_share_noise(self, dimension: int, rng: Rng | None = None) -> list[int]:
+        """One noise vector for an aggregate share of `dimension` coordinates, drawn
+        from `rng` (default: the policy's own). The running time depends on the values
+        drawn: call it off the request path. Empty for a policy without Aggregator
+        noise."""
+        return []
+
+    def apply_agg_share_noise(self, agg_share: AggShare, noise: Sequence[int]) -> AggShare:
+        """The aggregate share with a vector from `sample_agg_share_noise` added; takes
+        time that depends only on the length."""
+        return agg_share
+
 
 # ---------------------------------------------------------------------------------------
 # Field helpers
@@ -125,15 +161,22 @@ class MultiHotHistogramWithClientRandomization(
     `fp` (draft Section 6.1.1); the Collector debiases to floats.
 
     Trust model OAMC: (epsilon, delta) of the aggregate by amplification by aggregation
-    over the honest Clients ([MJTB+22] Theorem C.3), degrading gracefully as fewer
-    Clients are honest. Hedge: every Client keeps eps0-local DP in the deletion model
-    (2 eps0 in the replacement model) even if all other parties are corrupt (OC).
+    over the honest Clients ([MJTB+22] Theorem C.3, two batches of n differing in one
+    Client: the replacement model), degrading gracefully as fewer Clients are honest.
+    Hedge: every Client keeps eps0-local DP in the deletion model, 2 eps0 in the
+    replacement model ([MJTB+22] Theorem C.1 and the remark after it), even if all other
+    parties are corrupt (OC, and OAOC: the Aggregators see only shares, so one honest
+    Client has only its own randomization). `guarantees` reports every figure in the
+    replacement model (OC and OAOC: 2 eps0), with eps0 (deletion) in the note.
 
     A measurement is a bucket index (int) or a one-hot bit vector. An honest report whose
     noised weight exceeds max_weight (probability <= fp) is rejected by the VDAF; the
     draft does not say what the Client should do then -- `run_vdaf_with_dp_policy` drops
     it (it is counted in `stats["rejected"]`), which biases the debiased estimate by at
-    most fp per report.
+    most fp per report. The amplification bound is for the mechanism that drops nothing:
+    `guarantees` adds the drop event to the OAMC delta
+    (`accounting.rappor_drop_delta`: (1 + e^epsilon) n fp for n honest Clients), so
+    choose fp from n and delta (`accounting.rappor_fp_for`).
     """
 
     TRUST_MODEL = OAMC
@@ -176,20 +219,29 @@ class MultiHotHistogramWithClientRandomization(
 
     def guarantees(self, batch_size: int, honest_aggregators: int = 1,
                    **kwargs: Any) -> dict[str, PrivacyGuarantee]:
+        """OC and OAOC: the local guarantee, 2 eps0 (replacement; eps0 in the deletion
+        model). OAMC: amplification by aggregation at `delta` over `honest_clients`
+        (default: the batch size), plus the chance that an honest report over max_weight
+        was dropped: the reported delta is delta + (1 + e^epsilon) n fp."""
         delta = float(kwargs.get("delta", 1e-9))
         honest_clients = int(kwargs.get("honest_clients", batch_size))
-        out = {OC: PrivacyGuarantee(OC, self.eps0, 0.0, "local RAPPOR (MJTB+22 Thm C.1)",
-                                    "deletion model; 2*eps0 in the replacement model")}
+        local = PrivacyGuarantee(OC, 2 * self.eps0, 0.0, "local RAPPOR (MJTB+22 Thm C.1)",
+                                 f"eps0 = {self.eps0:g} in the deletion model")
+        out = {OC: local}
         if honest_clients >= 1:
             res = accounting.rappor_amplification(self.eps0, honest_clients, delta)
-            g = PrivacyGuarantee(OAMC, res.epsilon, delta, res.method,
+            drop = accounting.rappor_drop_delta(honest_clients, self.fp, res.epsilon)
+            g = PrivacyGuarantee(OAMC, res.epsilon, delta + drop, res.method,
                                  f"{honest_clients} honest Clients; per-coordinate noise "
-                                 f"std {res.std:.4f}")
+                                 f"std {res.std:.4f}; delta {delta:g} + {drop:.2g} for "
+                                 f"honest reports over max_weight {self.max_weight} "
+                                 f"(fp {self.fp:g}) being dropped")
             out[OAMC] = g
             # Aggregators see only shares: the aggregate guarantee does not depend on
             # them, so OAOC is only the local guarantee of the one honest Client.
-        out[OAOC] = PrivacyGuarantee(OAOC, self.eps0, 0.0, "local RAPPOR",
-                                     "only the honest Client's own randomization")
+        out[OAOC] = PrivacyGuarantee(OAOC, local.epsilon, 0.0, "local RAPPOR",
+                                     "only the honest Client's own randomization; "
+                                     f"eps0 = {self.eps0:g} in the deletion model")
         return out
 
 
@@ -231,6 +283,15 @@ class _AggregatorNoisePolicy(DpPolicy[Any, list[int], list[int], list[int]]):
 
     def precompute_noise(self, dimension: int) -> None:
         self.pool.refill(dimension)
+
+    has_agg_share_noise = True
+
+    def sample_agg_share_noise(self, dimension: int, rng: Rng | None = None) -> list[int]:
+        mechanism = self.mechanism if rng is None else self.mechanism.with_rng(rng)
+        return mechanism.sample_noise(dimension)
+
+    def apply_agg_share_noise(self, agg_share: list[int], noise: Sequence[int]) -> list[int]:
+        return add_noise_mod(agg_share, noise, self.modulus)
 
     def add_noise_to_agg_share(self, agg_share: list[int]) -> list[int]:
         return add_noise_mod(agg_share, self.pool.take(len(agg_share)), self.modulus)

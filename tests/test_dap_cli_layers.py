@@ -42,7 +42,7 @@ def test_required_max_weight() -> None:
     with pytest.raises(dp.DpSpecError, match="needs length"):
         dp.required_max_weight(spec, "Prio3MultihotCountVec", None)
     assert dp.describe_spec(spec) == ("MultiHotHistogramWithClientRandomization"
-                                      "(eps0=3, fp=1e-09)")
+                                      "(eps0=3, fp=1e-18)")
 
 
 def test_admin_client_urls_and_errors() -> None:

@@ -83,17 +83,46 @@ def test_rappor_min_batch_size() -> None:
 
 
 def test_shuffle_example4_of_paper_000() -> None:
-    """eps0 = 4, B = 10000, delta = 1e-10: (0.61, 1e-10)-DP with the FMT22 bound."""
-    eps = acc.shuffle_epsilon(4.0, 10000, 1e-10)
+    """eps0 = 4, B = 10000, delta = 1e-10: (0.61, 1e-10)-DP with the FMT22 bound (which
+    its erratum restricts to a class of local randomizers: not the default)."""
+    eps = acc.shuffle_epsilon(4.0, 10000, 1e-10, variant="fmt22")
     assert eps == pytest.approx(0.61, abs=0.006)
-    # The 2020 analysis (clone probability e^-eps0) is weaker.
+    # The 2020 analysis (clone probability e^-eps0, any eps0-DP randomizer) is weaker.
     assert acc.shuffle_epsilon(4.0, 10000, 1e-10, variant="fmt20") > eps + 0.2
     # The closed form is outside its validity condition here ...
-    assert acc.shuffle_closed_form(4.0, 10000, 1e-10) is None
+    assert acc.shuffle_closed_form(4.0, 10000, 1e-10, variant="fmt22") is None
     # ... and above the numerical bound where it holds.
-    closed = acc.shuffle_closed_form(4.0, 100000, 1e-10)
+    closed = acc.shuffle_closed_form(4.0, 100000, 1e-10, variant="fmt22")
     assert closed is not None
-    assert closed > acc.shuffle_epsilon(4.0, 100000, 1e-10)
+    assert closed > acc.shuffle_epsilon(4.0, 100000, 1e-10, variant="fmt22")
+
+
+def test_shuffle_default_is_the_bound_for_any_randomizer() -> None:
+    """FMT22's erratum restricts its Theorems 3.1 and 3.2 to a class of local
+    randomizers; FMT20 holds for every eps0-DP one, so it is the default."""
+    assert acc.DEFAULT_SHUFFLE_VARIANT == "fmt20"
+    assert acc.shuffle_epsilon(4.0, 10000, 1e-10) == \
+        acc.shuffle_epsilon(4.0, 10000, 1e-10, variant="fmt20")
+    assert acc.shuffle_amplification(4.0, 10000, 1e-10).method == "shuffle/fmt20"
+    assert "any eps0-DP" in acc.SHUFFLE_VARIANTS["fmt20"]
+    assert "erratum" in acc.SHUFFLE_VARIANTS["fmt22"]
+    n = acc.shuffle_min_batch_size(4.0, 0.61, 1e-10)
+    assert n is not None and n > 10000  # FMT20 needs more Clients for 0.61
+
+
+# The numerical bound costs O(n) per epsilon tried: a few cases with n = 10^5 only.
+@pytest.mark.parametrize(("n", "eps0"), [(10**5, 1.0), (10**5, 4.0)])
+def test_fmt20_closed_form_bounds_the_numerical_one(n: int, eps0: float) -> None:
+    """FMT20 Theorem 3.1 is an upper bound on the (tighter) numerical FMT20 bound, and
+    weaker than FMT22's closed form, wherever both are valid."""
+    closed = acc.shuffle_closed_form(eps0, n, 1e-10)
+    assert closed is not None
+    assert closed >= acc.shuffle_epsilon(eps0, n, 1e-10)
+    closed22 = acc.shuffle_closed_form(eps0, n, 1e-10, variant="fmt22")
+    assert closed22 is not None and closed > closed22
+    # Outside its condition eps0 <= ln(n / (16 ln(2/delta))): none.
+    assert acc.shuffle_closed_form(math.log(n / (16 * math.log(2e10))) + 0.01, n,
+                                   1e-10) is None
 
 
 def test_shuffle_delta_consistency() -> None:
@@ -105,10 +134,10 @@ def test_shuffle_delta_consistency() -> None:
 
 
 def test_shuffle_min_batch_size() -> None:
-    n = acc.shuffle_min_batch_size(4.0, 0.61, 1e-10)
+    n = acc.shuffle_min_batch_size(4.0, 0.61, 1e-10, variant="fmt22")
     assert n is not None
-    assert acc.shuffle_delta(4.0, n, 0.61) <= 1e-10
-    assert acc.shuffle_delta(4.0, n - 1, 0.61) > 1e-10
+    assert acc.shuffle_delta(4.0, n, 0.61, variant="fmt22") <= 1e-10
+    assert acc.shuffle_delta(4.0, n - 1, 0.61, variant="fmt22") > 1e-10
     assert 9000 < n <= 10000
 
 

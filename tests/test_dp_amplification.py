@@ -71,9 +71,10 @@ def test_sampled_gaussian_rdp_limits() -> None:
 
 
 def test_example6_sampled_shuffle_below_0_02() -> None:
-    # Example 4: eps0 = 4, B = 10000, delta = 1e-10: 0.61 (our FMT22 numerical bound
-    # gives 0.605); Example 6: sampled at q = 0.02, eps < 0.02.
-    shuffled = accounting.shuffle_epsilon(4.0, 10000, 1e-10)
+    # Example 4: eps0 = 4, B = 10000, delta = 1e-10: 0.61, paper 000's figure from the
+    # FMT22 bound (our FMT22 numerical bound gives 0.605; the default FMT20 bound, valid for
+    # any randomizer, is larger); Example 6: sampled at q = 0.02, eps < 0.02.
+    shuffled = accounting.shuffle_epsilon(4.0, 10000, 1e-10, "fmt22")
     assert round(shuffled, 2) == 0.61
     eps, _ = amplification.poisson_sampling(shuffled, 1e-10, 0.02)
     assert eps < 0.02
@@ -151,18 +152,23 @@ def test_proposition44_dummies() -> None:
 
 
 def test_min_cohort_figure1() -> None:
-    # 004 Figure 1: a 3-DP local randomizer gives at most (1, 1e-6) "once n > 1,000".
-    m = amplification.min_cohort(3.0, 1.0, 1e-6)
+    # 004 Figure 1: a 3-DP local randomizer gives at most (1, 1e-6) "once n > 1,000", by
+    # the FMT22 bound the paper uses ([31]).
+    m = amplification.min_cohort(3.0, 1.0, 1e-6, variant="fmt22")
     assert m is not None and m <= 1000
-    assert accounting.shuffle_epsilon(3.0, m, 1e-6) <= 1.0
-    assert accounting.shuffle_epsilon(3.0, m - 1, 1e-6) > 1.0
+    assert accounting.shuffle_epsilon(3.0, m, 1e-6, "fmt22") <= 1.0
+    assert accounting.shuffle_epsilon(3.0, m - 1, 1e-6, "fmt22") > 1.0
     # Theorem 3.1's closed form needs more clients than the numerical bound.
-    closed = amplification.min_cohort(3.0, 1.0, 1e-6, "closed-form")
+    closed = amplification.min_cohort(3.0, 1.0, 1e-6, "closed-form", variant="fmt22")
     assert closed is not None and closed > m
-    eps = accounting.shuffle_closed_form(3.0, closed, 1e-6)
+    eps = accounting.shuffle_closed_form(3.0, closed, 1e-6, "fmt22")
     assert eps is not None and eps <= 1.0
     # Deletion-model eps0 counts double.
-    assert amplification.min_cohort(1.5, 1.0, 1e-6, deletion=True) == m
+    assert amplification.min_cohort(1.5, 1.0, 1e-6, deletion=True, variant="fmt22") == m
+    # The default FMT20 bound holds for any randomizer and needs a larger cohort.
+    general = amplification.min_cohort(3.0, 1.0, 1e-6)
+    assert general is not None and general > m
+    assert accounting.shuffle_epsilon(3.0, general, 1e-6) <= 1.0
 
 
 # -- the CLI ----------------------------------------------------------------------------

@@ -49,10 +49,14 @@ def test_calibrate(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 def test_shuffle_and_max_weight(capsys: pytest.CaptureFixture[str]) -> None:
-    obj = run_json(capsys, "shuffle", "--eps0", "4", "--n", "10000", "--delta", "1e-10")
+    obj = run_json(capsys, "shuffle", "--eps0", "4", "--n", "10000", "--delta", "1e-10",
+                   "--variant", "fmt22")
     assert abs(obj["epsilon"] - 0.61) < 0.006
     assert obj["closed_form_epsilon"] is None
+    assert "erratum" in obj["validity"]
     obj = run_json(capsys, "shuffle", "--eps0", "4", "--n", "100000", "--delta", "1e-10")
+    assert obj["variant"] == "fmt20" and "any eps0-DP" in obj["validity"]
+    assert obj["neighbouring"] == "replacement"
     assert obj["closed_form_epsilon"] > obj["epsilon"]
     obj = run_json(capsys, "max-weight", "--length", "1000", "--eps0", "5", "--fp", "1e-9")
     assert obj["max_weight"] == 28
@@ -60,8 +64,21 @@ def test_shuffle_and_max_weight(capsys: pytest.CaptureFixture[str]) -> None:
 
 def test_batch_size(capsys: pytest.CaptureFixture[str]) -> None:
     obj = run_json(capsys, "batch-size", "--eps0", "4", "--epsilon", "0.61", "--delta",
-                   "1e-10", "--method", "shuffle")
+                   "1e-10", "--method", "shuffle", "--variant", "fmt22")
     assert 9000 < obj["batch_size"] <= 10000
+    obj = run_json(capsys, "batch-size", "--eps0", "4", "--epsilon", "0.61", "--delta",
+                   "1e-10", "--method", "shuffle")
+    assert obj["variant"] == "fmt20" and obj["batch_size"] > 10000
+
+
+def test_shuffle_text_says_which_bound_holds(capsys: pytest.CaptureFixture[str]) -> None:
+    for variant, says in (("fmt20", "any eps0-DP local randomizer"),
+                          ("fmt22", "erratum only for a restricted class")):
+        assert main(["dp", "shuffle", "--eps0", "2", "--n", "100000", "--delta", "1e-9",
+                     "--variant", variant]) == 0
+        out = capsys.readouterr().out
+        assert f"numerical bound ({variant})" in out and says in out
+        assert "replacement" in out
 
 
 def test_tables(capsys: pytest.CaptureFixture[str]) -> None:

@@ -131,7 +131,7 @@ def test_multihot_with_client_randomization_end_to_end() -> None:
     for r, t in zip(result, truth, strict=True):
         assert abs(r - t) <= 6 * std
     g = policy.guarantees(batch_size=120)
-    assert g[pol.OC].epsilon == 3.0
+    assert g[pol.OC].epsilon == 6.0  # replacement model (eps0 = 3 in the deletion model)
     assert g[pol.OAMC].epsilon <= 6.0
     big = policy.guarantees(batch_size=10**5, delta=1e-9)[pol.OAMC]
     assert big.epsilon < 1.0

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from vdaf.field import NttField
-from vdaf.flp import Gadget, Mul, ParallelSum, PolyEval, Valid
+from vdaf.flp import Gadget, Mul, ParallelSum, PolyEval, Valid, WirePlan
 
 
 class MeasurementError(ValueError):
@@ -53,6 +53,19 @@ def decode_range_checked_int(field: type[NttField], encoded: Sequence[int],
         decoded += (1 << i) * bit
     decoded += last_weight * encoded[bits - 1]
     return decoded % q
+
+
+def range_check_plan(valid: Valid[Any, Any], max_ones: int) -> list[WirePlan]:
+    """The prover's plan for a `ParallelSum(Mul)` range check over a bit vector with at
+    most `max_ones` ones (`_range_check_chunks`, `_range_check_one_rand`). The prover
+    runs it with num_shares = 1, so in call k the even wires are `r^e * x` (zero unless
+    x = 1) and the odd ones `x - 1` (q - 1 unless x = 1; the zero padding of the last
+    chunk gives q - 1 too): each one of the measurement puts one value off its base on
+    two wires, and every wire has its seed, whatever the measurement."""
+    q = valid.field.MODULUS
+    gadget = valid.GADGETS[0]
+    ones = min(max_ones, valid.MEAS_LEN)
+    return [WirePlan((0, q - 1) * (gadget.ARITY // 2), 2 * ones + gadget.ARITY)]
 
 
 def _range_check_chunks(valid: Valid[Any, Any], meas: list[int], joint_rand: list[int],
@@ -231,6 +244,9 @@ class Histogram(Valid[int, list[int]]):
         sum_check = (sum(meas) - pow(num_shares, -1, q)) % q
         return [range_check, sum_check]
 
+    def prover_wire_plans(self) -> list[WirePlan]:
+        return range_check_plan(self, 1)
+
     def truncate(self, meas: list[int]) -> list[int]:
         return list(meas)
 
@@ -288,6 +304,9 @@ class MultihotCountVec(Valid[list[bool], list[int]]):
         weight_reported = decode_range_checked_int(self.field, meas[self.length :],
                                                    self.max_weight)
         return [range_check, (weight - weight_reported) % q]
+
+    def prover_wire_plans(self) -> list[WirePlan]:
+        return range_check_plan(self, self.max_weight + self.bits_for_weight)
 
     def truncate(self, meas: list[int]) -> list[int]:
         return meas[: self.length]
@@ -597,6 +616,9 @@ class Histogram08(Valid[int, list[int]]):
         r = joint_rand[1]
         return [(r * range_check + r * r % q * sum_check) % q]
 
+    def prover_wire_plans(self) -> list[WirePlan]:
+        return range_check_plan(self, 1)
+
     def truncate(self, meas: list[int]) -> list[int]:
         return list(meas)
 
@@ -664,6 +686,9 @@ class MultiHotHistogram(Valid[list[int], list[int]]):
                        - decode_bits(self.field, meas[self.length :])) % q
         r = joint_rand[1]
         return [(r * range_check + r * r % q * count_check) % q]
+
+    def prover_wire_plans(self) -> list[WirePlan]:
+        return range_check_plan(self, self.max_count + self.bits_for_count)
 
     def truncate(self, meas: list[int]) -> list[int]:
         return meas[: self.length]

@@ -18,6 +18,7 @@ from __future__ import annotations
 import copy
 from collections import Counter
 from collections.abc import Sequence
+from dataclasses import dataclass
 from operator import add, mul
 from typing import Any, Generic, TypeVar
 
@@ -127,13 +128,72 @@ def _sparse_plan(vals: Sequence[int], p: int,
     return cost, base, groups
 
 
+@dataclass(frozen=True)
+class WirePlan:
+    """How the prover extends the wires of one gadget, fixed by the circuit and its
+    parameters, never by the wires' values (issue 12: the Client's sharding time must not
+    depend on the measurement).
+
+    `bases[i]` is None for a wire that takes the dense path, or the value `base` of a
+    sparse wire: one whose values at the call positions minus `base` (and its seed) are
+    nonzero at few positions for every valid measurement. `terms` bounds the number of
+    those positions over all the sparse wires together; the sparse path then does
+    exactly `terms` scale-and-add steps, padding with zero terms."""
+
+    bases: tuple[int | None, ...]
+    terms: int
+
+    def is_dense(self, p: int) -> bool:
+        """Whether the sparse wires take the dense path after all: by the cost model of
+        `_sparse_plan`, from the plan alone."""
+        sparse = sum(b is not None for b in self.bases)
+        return sparse == 0 or (self.terms + sparse) * _COST_SCALE * p / 64 > \
+            _COST_DENSE * sparse
+
+
+def _scale_add(acc: list[int], v: int, col: list[int]) -> list[int]:
+    """acc + v * col (one term of a planned sparse wire)."""
+    return [a + v * g for a, g in zip(acc, col, strict=True)]
+
+
+def _planned_terms(polys: Sequence[Sequence[int]], plan: WirePlan, num_calls: int,
+                   modulus: int) -> dict[int, list[tuple[int, int]]] | None:
+    """For each sparse wire, its (position, value) terms off the base, the first wire's
+    padded with terms worth zero to `plan.terms` in all; None if there are more (only an
+    invalid measurement: the caller then takes the dense path, which is exact)."""
+    out: dict[int, list[tuple[int, int]]] = {}
+    total = 0
+    for idx, base in enumerate(plan.bases):
+        if base is None:
+            continue
+        vals = polys[idx]
+        resid = [vals[0], *[v - base for v in vals[1 : num_calls + 1]],
+                 *vals[num_calls + 1 :]]
+        out[idx] = [(i, v) for i, v in enumerate(resid) if v]
+        total += len(out[idx])
+    if total > plan.terms:
+        return None
+    if out:
+        # Padding terms add q * column, zero modulo q, with operands of the size of the
+        # real terms' (a product with 0 would be cheaper in CPython).
+        out[next(iter(out))] += [(0, modulus)] * (plan.terms - total)
+    return out
+
+
 def extend_polys(field: type[NttField], polys: Sequence[Sequence[int]], n: int,
-                 num_calls: int | None = None) -> list[list[int]]:
+                 num_calls: int | None = None,
+                 plan: WirePlan | None = None) -> list[list[int]]:
     """Evaluations on H_n (natural order) of polynomials given by their values on H_p.
 
     `num_calls`, when given, says that positions `1..num_calls` hold gadget inputs (and
     the rest a seed and zero padding): a wire that is mostly one constant there, such as
-    `x - 1` for bits x, then extends cheaply. Exact in every case."""
+    `x - 1` for bits x, then extends cheaply. Exact in every case.
+
+    Without `plan`, each wire's path is chosen from its values (fastest, but the time
+    then depends on the values). With a `WirePlan` (and `num_calls`), the paths and the
+    number of operations are fixed by the plan: what the prover (the Client) uses, so
+    that its time does not depend on the measurement (only on the sizes of the big
+    integers CPython multiplies)."""
     if not polys:
         return []
     p = len(polys[0])
@@ -149,12 +209,33 @@ def extend_polys(field: type[NttField], polys: Sequence[Sequence[int]], n: int,
     ratio = n // p
     if num_calls is not None and not 0 <= num_calls < p:
         num_calls = None
+    planned: dict[int, list[tuple[int, int]]] | None = None
+    if plan is not None:
+        if len(plan.bases) != len(polys) or num_calls is None:
+            raise ValueError("a plan needs one base per wire and num_calls")
+        planned = {} if plan.is_dense(p) else _planned_terms(polys, plan, num_calls, q)
+        if planned is None:
+            planned = {}
     out = []
     dense: list[int] = []
     for idx, vals in enumerate(polys):
         full = [0] * n
         full[0::ratio] = vals
         out.append(full)
+        if planned is not None and plan is not None:
+            entries = planned.get(idx)
+            if entries is None:
+                dense.append(idx)
+                continue
+            base = plan.bases[idx] or 0
+            for c in range(1, ratio):
+                rots = _coset_kernel_rotations(field, p, n, c)
+                ind = _call_indicator_coset(field, p, n, c, num_calls or 0)
+                acc = [base * g for g in ind]
+                for k, v in entries:
+                    acc = _scale_add(acc, v, rots[k])
+                full[c::ratio] = [a % q for a in acc]
+            continue
         cost, base, groups = _sparse_plan(vals, p, num_calls)
         if cost > _COST_DENSE:
             dense.append(idx)
@@ -199,12 +280,14 @@ class Gadget:
         return [self.eval(field, list(col)) for col in zip(*wires, strict=True)]
 
     def eval_poly(self, field: type[NttField], inp_poly: list[list[int]],
-                  num_calls: int | None = None) -> list[int]:
+                  num_calls: int | None = None,
+                  plan: WirePlan | None = None) -> list[int]:
         """The gadget over the polynomial ring, with inputs and output in the Lagrange
         basis; the output has `next_power_of_2(gadget_poly_len(DEGREE, p))` values.
-        `num_calls` is a performance hint for `extend_polys`."""
+        `num_calls` and `plan` are for `extend_polys` (speed, and a data-independent
+        path)."""
         n = next_power_of_2(gadget_poly_len(self.DEGREE, len(inp_poly[0])))
-        return self.eval_points(field, extend_polys(field, inp_poly, n, num_calls))
+        return self.eval_points(field, extend_polys(field, inp_poly, n, num_calls, plan))
 
 
 class Mul(Gadget):
@@ -336,6 +419,13 @@ class Valid(Generic[Measurement, AggResult]):
         for g in self.GADGETS:
             length += g.ARITY + 1
         return length
+
+    def prover_wire_plans(self) -> list[WirePlan]:
+        """For each gadget, how the prover extends its wires (`WirePlan`), from the
+        circuit's parameters only. The default is the dense path for every wire; a
+        circuit whose valid measurements make some wires structurally sparse says so
+        (the range-checked bit vectors: `vdaf.circuits.range_check_plan`)."""
+        return [WirePlan((None,) * g.ARITY, 0) for g in self.GADGETS]
 
     def with_gadgets(self, gadgets: list[Gadget]) -> Valid[Measurement, AggResult]:
         """A shallow copy of the circuit whose gadgets are replaced (the shims' `wrap`)."""
@@ -481,10 +571,14 @@ class FlpBBCGGI19(Generic[Measurement, AggResult]):
         valid.with_gadgets(shims).eval(meas, joint_rand, 1)
 
         proof: list[int] = []
-        for shim, g_calls in zip(shims, valid.GADGET_CALLS, strict=True):
+        # The wires are extended by a plan fixed by the circuit, so that the prover's
+        # time does not depend on the measurement (a Client's sharding time is visible
+        # to a network observer).
+        plans = valid.prover_wire_plans()
+        for shim, g_calls, plan in zip(shims, valid.GADGET_CALLS, plans, strict=True):
             p = wire_poly_len(g_calls)
             proof += shim.seeds
-            gadget_poly = shim.inner.eval_poly(self.field, shim.wires(), g_calls)
+            gadget_poly = shim.inner.eval_poly(self.field, shim.wires(), g_calls, plan)
             proof += self.gadget_poly_for_proof(gadget_poly, gadget_poly_len(shim.DEGREE, p))
         return proof
 

@@ -70,9 +70,11 @@ def describe_guarantee(g: dict[str, Any]) -> str:
     if not g.get("protected"):
         return "no protection"
     eps, delta = g["epsilon"], g["delta"]
+    # The neighbouring relation: every policy reports replacement-model figures.
+    relation = g.get("neighbouring", "replacement")
     if delta == 0:
-        return f"{eps:.4g}-DP (pure)"
-    return f"({eps:.4g}, {delta:.2g})-DP"
+        return f"{eps:.4g}-DP (pure, {relation})"
+    return f"({eps:.4g}, {delta:.2g})-DP ({relation})"
 
 
 def render(result: dict[str, Any]) -> str:

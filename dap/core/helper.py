@@ -35,7 +35,7 @@ from dap.core.buckets import (
     release_problem,
 )
 from dap.core.errors import DapProblem, NotReady
-from dap.core.rand import Rng
+from dap.core.rand import OS_RNG, Rng
 from dap.core.store import (
     AggregateShareJobRecord,
     AggregateShareJobState,
@@ -47,6 +47,7 @@ from dap.core.store import (
 )
 from dap.core.tasks import AggregatorTask, Keyring
 from dap.core.wire import InitItem, InitReq, Resp, ShareReq
+from dap.dp import noise_agg_share
 from dap.hpke import HpkeError
 from vdaf.ping_pong import (
     Continued,
@@ -462,7 +463,7 @@ def create_aggregate_share(tx: Transaction, task: AggregatorTask, body: bytes,
                                   AggregateShareJobState.START)
     tx.put_aggregate_share_job(job)
     if not asynchronous:
-        finish_aggregate_share(tx, task, job, ephemeral_ikm=ephemeral_ikm)
+        finish_aggregate_share(tx, task, job, rng=rng, ephemeral_ikm=ephemeral_ikm)
     return ShareResult(job.share_id, job.response)
 
 
@@ -528,10 +529,13 @@ def _mark_collected(tx: Transaction, task: AggregatorTask, req: ShareReq) -> Non
 
 
 def finish_aggregate_share(tx: Transaction, task: AggregatorTask,
-                           job: AggregateShareJobRecord, *,
+                           job: AggregateShareJobRecord, *, rng: Rng = OS_RNG,
                            ephemeral_ikm: bytes | None = None) -> None:
     """Compute, noise (DP policy) and encrypt the Helper's aggregate share. The batch is
-    already collected, so its buckets no longer change.
+    already collected, so its buckets no longer change. The DP noise is the next vector
+    of the task's noise reserve (`dap.dp.noise_agg_share`: drawn beforehand, off the
+    request path, from the Aggregator's `rng`), once for the batch: the encrypted share
+    is stored in the job.
 
     `ephemeral_ikm` derives the HPKE ephemeral key of the encryption: FOR TEST VECTORS
     ONLY (the example vectors pin the `AggregateShare` bytes). The servers never pass it;
@@ -546,8 +550,7 @@ def finish_aggregate_share(tx: Transaction, task: AggregatorTask,
                    if r.agg_param == agg_param]
     merged = merge_buckets(task, agg_param, records)
     agg_share = merged.agg_share
-    if task.dp_policy is not None:
-        agg_share = task.dp_policy.add_noise_to_agg_share(agg_share)
+    agg_share = noise_agg_share(task, agg_share, rng)
     encoded = task.vdaf.encode_agg_share(agg_share)
     ciphertext = task.wire.encrypt_agg_share(task, Role.HELPER, req.coll, req.interval,
                                              req.batch_id, encoded, ephemeral_ikm=ephemeral_ikm)

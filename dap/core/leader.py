@@ -41,7 +41,7 @@ from dap.core.helper import (
     min_batch_bound,
     validate_report,
 )
-from dap.core.rand import Rng
+from dap.core.rand import OS_RNG, Rng
 from dap.core.store import (
     AggregationJobRecord,
     AggregationJobState,
@@ -56,6 +56,7 @@ from dap.core.store import (
     Transaction,
 )
 from dap.core.tasks import AggregatorTask, Keyring
+from dap.dp import noise_agg_share
 from vdaf.ping_pong import (
     Continued,
     Finished,
@@ -674,9 +675,10 @@ def _maybe_give_up(tx: Transaction, task: AggregatorTask, job: CollectionJobReco
 
 def finish_collection(tx: Transaction, task: AggregatorTask, job: CollectionJobRecord,
                       share_request: ShareRequest, helper_body: bytes, *,
-                      ephemeral_ikm: bytes | None = None) -> None:
+                      rng: Rng = OS_RNG, ephemeral_ikm: bytes | None = None) -> None:
     """Combine the Helper's `AggregateShare` with the Leader's own (noised by the task's
-    DP policy) into the `CollectionJobResp`.
+    DP policy, with the next vector of the task's noise reserve, drawn beforehand from
+    the Aggregator's `rng`: `dap.dp.noise_agg_share`) into the `CollectionJobResp`.
 
     `ephemeral_ikm` derives the HPKE ephemeral key of the Leader's encrypted aggregate
     share: FOR TEST VECTORS ONLY (the example vectors pin the `CollectionJobResp` bytes).
@@ -688,8 +690,7 @@ def finish_collection(tx: Transaction, task: AggregatorTask, job: CollectionJobR
         return
     req = task.wire.decode_collection_req(task, job.request)
     agg_share = share_request.merged.agg_share
-    if task.dp_policy is not None:
-        agg_share = task.dp_policy.add_noise_to_agg_share(agg_share)
+    agg_share = noise_agg_share(task, agg_share, rng)
     leader_ct = task.wire.encrypt_agg_share(task, Role.LEADER, req, req.interval, job.batch_id,
                                             task.vdaf.encode_agg_share(agg_share),
                                             ephemeral_ikm=ephemeral_ikm)

@@ -15,9 +15,11 @@ from collections.abc import AsyncIterator, Callable
 
 from aiohttp import web
 
+from dap.common import Role
 from dap.core.errors import DapProblem
 from dap.core.rand import OS_RNG, Rng
-from dap.core.tasks import add_hpke_key
+from dap.core.tasks import AggregatorTask, add_hpke_key
+from dap.dp import keep_noise_reserves
 from dap.server import admin, gateway, taskprov
 from dap.server import helper as helper_routes
 from dap.server import leader as leader_routes
@@ -64,6 +66,23 @@ def ensure_hpke_key(datastore: Datastore, rng: Rng) -> None:
             add_hpke_key(tx, HpkeKeyState.ACTIVE, rng=rng)
 
 
+def dp_tasks(st: AppState) -> list[AggregatorTask]:
+    """This Aggregator's tasks that have a DP policy (for their noise reserves)."""
+    role = Role.LEADER if st.config.role == "leader" else Role.HELPER
+    out = []
+    with st.datastore.transaction() as tx:
+        for record in tx.list_tasks():
+            if record.role != st.config.role:
+                continue
+            try:
+                task = st.tasks.get(tx, record.task_id, role)
+            except (DapProblem, ValueError):
+                continue  # refused when used, with the reason
+            if task.dp_policy is not None:
+                out.append(task)
+    return out
+
+
 def build_app(config: AggregatorConfig, datastore: Datastore | None = None,
               clock: Callable[[], float] = time.time,
               background: bool = True, rng: Rng = OS_RNG) -> web.Application:
@@ -98,10 +117,14 @@ def build_app(config: AggregatorConfig, datastore: Datastore | None = None,
             task = asyncio.create_task(worker.run())
         else:
             task = asyncio.create_task(helper_routes.worker(app, st))
+        # DP noise is drawn here, in the background, never on a request (dap.dp).
+        noise = asyncio.create_task(keep_noise_reserves(
+            lambda: dp_tasks(st), st.rng, min(1.0, max(0.05, 4 * config.worker_interval))))
         yield
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
+        for t in (task, noise):
+            t.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await t
 
     async def close_datastore(app: web.Application) -> None:
         if datastore is None:

@@ -223,6 +223,6 @@ def run_pending(st: AppState) -> bool:
         with st.datastore.transaction() as tx:
             fresh_share = tx.get_aggregate_share_job(share.task_id, share.share_id)
             if fresh_share is not None and fresh_share.state == AggregateShareJobState.START:
-                core.finish_aggregate_share(tx, task, fresh_share)
+                core.finish_aggregate_share(tx, task, fresh_share, rng=st.rng)
         done = True
     return done

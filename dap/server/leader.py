@@ -385,7 +385,8 @@ class LeaderWorker:
             with st.datastore.transaction() as tx:
                 fresh = tx.get_collection_job(job.task_id, job.job_id)
                 if fresh is not None and fresh.state == CollectionJobState.COLLECTING:
-                    core.finish_collection(tx, task, fresh, share_request, content)
+                    core.finish_collection(tx, task, fresh, share_request, content,
+                                           rng=st.rng)
             self.share_locations.pop(job.job_id, None)
             return True
         if 200 <= status < 300:
