@@ -294,7 +294,7 @@ class BudgetAccountant:
             updates.append((frac_text(f_used + eps), fk_used + 1, device, charge.analysis,
                             name))
         # Check 3: epsilon is achieved by at least m eps0-DP reports
-        if charge.achieved_epsilon is None or charge.achieved_epsilon > eps:
+        if charge.achieved_epsilon is None or charge.achieved_epsilon > float(eps):
             got = ("cannot be computed" if charge.achieved_epsilon is None
                    else f"is {charge.achieved_epsilon:.6g}")
             raise BudgetExceeded(3, f"the cohort-aggregate epsilon of {charge.min_cohort} "

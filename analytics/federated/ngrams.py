@@ -28,14 +28,14 @@ n-grams use words of ranks [`planted_min_rank`, `known_tokens`) so that their wo
 known tokens, and none is a prefix of another. The fleet is split into one cohort per
 round (each device reports at most once: k_Allowed = 1, as in Table 1).
 
-**Deciding a round** (the analyst's post-processing): with debiased counts c_b, the
-per-bucket floor that always-send reports add is estimated by the OOV bucket c_0 (only
-random reports land there, uniformly over the buckets); a bucket is found when
-c_b - max(c_0, 0) exceeds z sqrt(2 sigma^2 + max(c_0, 0)), where sigma is the standard
+**Deciding a round** (the analyst's post-processing): a bucket (leaf, next word) of the
+debiased histogram is found when its count exceeds both `min_share` of the round's
+reports (the analyst's interest: 1% by default) and z sigma, where sigma is the standard
 deviation of one debiased coordinate (Theorem C.2: sqrt(n e^eps0) / (e^eps0 - 1); or
-sqrt(2) sigma_Aggregator for two Aggregators' Gaussian noise) and z = Phi^-1(1 - alpha/B)
-for B buckets (at most alpha false discoveries per round in expectation, by the union
-bound, when the noise is Gaussian).
+sqrt(2) sigma_Aggregator for the two Aggregators' Gaussian noise) and z = Phi^-1(1 -
+alpha/B) for B buckets: at most alpha false discoveries per round in expectation, by
+the union bound, when the noise is about Gaussian. Devices without a matching k-gram
+report OOV (the always-send rule, `analytics.federated.device`), which is never found.
 
 **Scoring**: the discovered n-grams are the found k-grams (k >= 2) that no later round
 extended; precision is the share of them that are relevant -- a planted n-gram or a
@@ -181,9 +181,10 @@ class Settings:
     budget: float = 1.0               # the devices' allowed epsilon for the analysis
     local_budget: float | None = 5.0  # the devices' allowed local epsilon (replacement)
     max_n: int | None = None          # default: the longest planted n-gram
-    max_prefixes: int = 12
+    max_prefixes: int = 24
     max_tokens: int = 24
     alpha: float = 0.05
+    min_share: float = 0.01           # ignore buckets below this share of the reports
     min_cohort_fraction: float = 0.9
     fp: float = 1e-9
     profile: str = "dap-19"
@@ -198,6 +199,8 @@ class Settings:
                 raise DiscoveryError(f"{name} must be positive")
         if not 0 < self.delta < 1 or not 0 < self.alpha < 1:
             raise DiscoveryError("delta and alpha must be in (0, 1)")
+        if not 0 <= self.min_share < 1:
+            raise DiscoveryError("min_share must be in [0, 1)")
         if not 0 < self.min_cohort_fraction <= 1:
             raise DiscoveryError("min_cohort_fraction must be in (0, 1]")
         if self.max_n is not None and self.max_n < 1:
@@ -282,7 +285,7 @@ class RoundResult:
     report_count: int
     epsilon_per_report: float
     threshold: float
-    floor: float
+    oov: float                      # the OOV bucket: about the devices without a match
     found: list[tuple[tuple[str, ...], float]]
     ended: list[tuple[tuple[str, ...], float]]
     seconds: float
@@ -295,7 +298,7 @@ class RoundResult:
                 "matched": self.matched, "report_count": self.report_count,
                 "min_cohort": self.recipe.privacy.min_cohort if self.recipe.privacy else None,
                 "epsilon_per_report": self.epsilon_per_report,
-                "threshold": round(self.threshold, 3), "floor": round(self.floor, 3),
+                "threshold": round(self.threshold, 3), "oov": round(self.oov, 2),
                 "found": [{"ngram": " ".join(g), "count": round(c, 2)}
                           for g, c in self.found],
                 "ended": [{"ngram": " ".join(g), "count": round(c, 2)}
@@ -303,20 +306,19 @@ class RoundResult:
                 "seconds": round(self.seconds, 3)}
 
 
-def decide(recipe: Recipe, counts: Sequence[float], sigma: float, alpha: float
-           ) -> tuple[list[tuple[tuple[str, ...], float]],
-                      list[tuple[tuple[str, ...], float]], float, float]:
-    """(found k-grams, leaves found to end a phrase, threshold, floor) of a round; each
-    list sorted by decreasing count. See "Deciding a round" in the module docstring."""
+def decide(recipe: Recipe, counts: Sequence[float], sigma: float, alpha: float,
+           min_count: float = 0.0) -> tuple[list[tuple[tuple[str, ...], float]],
+                      list[tuple[tuple[str, ...], float]], float]:
+    """(found k-grams, leaves found to end a phrase, threshold) of a round; each list
+    sorted by decreasing count. See "Deciding a round" in the module docstring."""
     tree = recipe.root
     assert isinstance(tree, PrefixTree)
-    floor = max(float(counts[0]), 0.0)
     z = NormalDist().inv_cdf(1.0 - alpha / max(1, len(counts)))
-    threshold = z * math.sqrt(2.0 * sigma * sigma + floor)
+    threshold = max(z * sigma, min_count)
     found: list[tuple[tuple[str, ...], float]] = []
     ended: list[tuple[tuple[str, ...], float]] = []
     for b in range(1, len(counts)):
-        excess = float(counts[b]) - floor
+        excess = float(counts[b])
         if excess <= threshold:
             continue
         d = tree.decode(b)
@@ -330,7 +332,7 @@ def decide(recipe: Recipe, counts: Sequence[float], sigma: float, alpha: float
             found.append((leaf + (nxt,), excess))
     found.sort(key=lambda t: -t[1])
     ended.sort(key=lambda t: -t[1])
-    return found, ended, threshold, floor
+    return found, ended, threshold
 
 
 # ---------------------------------------------------------------------------------------
@@ -610,12 +612,13 @@ async def discover(fleet: Fleet, settings: Settings, backend: Backend,
                         + (f"; {len(refused)} refused, e.g. {first}" if first else ""))
                 count, debiased = await backend.aggregate(pt, measurements, settings)
                 sigma = noise_sigma(task_policy(pt.task), count)
-                found, ended, threshold, floor = decide(recipe, debiased, sigma,
-                                                        settings.alpha)
+                found, ended, threshold = decide(recipe, debiased, sigma,
+                                                        settings.alpha,
+                                                        settings.min_share * count)
                 out.rounds.append(RoundResult(
                     k, recipe, b64(bytes(pt.task.task_id)), name, spec, len(cohort),
                     len(measurements), dict(reasons), matched, count,
-                    float(privacy.aggregate_epsilon), threshold, floor, found, ended,
+                    float(privacy.aggregate_epsilon), threshold, debiased[0], found, ended,
                     time.monotonic() - t_round))
                 status(f"round {k}: {count} reports, found {len(found)} "
                        f"{k}-gram(s) above {threshold:.1f}")

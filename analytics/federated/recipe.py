@@ -519,7 +519,7 @@ def parse_recipe(obj: Any) -> Recipe:
     if not isinstance(obj, dict):
         raise RecipeError("a recipe is a JSON object")
     known = set(RECIPE_SCHEMA["properties"])
-    _only(obj, known, "recipe")
+    _only(obj, known, "top level")
     recipe_id = _string(obj, "recipeIdentifier")
     version = _string(obj, "version")
     analysis_keys = [k for k in ANALYSIS_KEYS if k in obj]
