@@ -154,6 +154,13 @@ def test_arbitrary_json_is_refused_with_a_recipe_error(obj: Any) -> None:
         parse_recipe(obj)
 
 
+def test_deep_tree_is_no_problem() -> None:
+    """Keys are paths, so a tree is acyclic; a deep one is walked without recursion."""
+    path = [f"t{i}" for i in range(1100)]   # deeper than the recursion limit
+    tree = PrefixTree.from_leaves("ngrams", [path], ["t0"])
+    assert tree.leaves == (tuple(path),) and tree.bins == 1 + 3
+
+
 def test_schema_lists_the_keys_the_parser_knows() -> None:
     assert set(RECIPE_SCHEMA["required"]) <= set(RECIPE_SCHEMA["properties"])
     assert set(figure4()) <= set(RECIPE_SCHEMA["properties"])

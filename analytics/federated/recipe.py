@@ -407,7 +407,7 @@ def _token(value: Any, where: str) -> str:
             or any(c.isspace() for c in value):
         raise RecipeError(f"{where}: a token is a non-empty string without spaces, "
                           f"got {value!r}")
-    if value in (END, "root"):
+    if value in (END, "root", "null"):
         raise RecipeError(f"{where}: {value!r} is reserved")
     return value
 
@@ -455,18 +455,15 @@ def parse_prefix_tree(name: str, spec: Mapping[str, Any]) -> PrefixTree:
         nodes[key] = kids
     leaves: list[tuple[str, ...]] = []
     seen: set[str] = set()
-
-    def walk(path: tuple[str, ...]) -> None:
+    stack: list[tuple[str, ...]] = [()]
+    while stack:  # depth first, children in their listed order (no recursion limit)
+        path = stack.pop()
         key = " ".join(path) if path else "root"
         seen.add(key)
         kids = [c for c in nodes.get(key, ()) if c != "null"]
         if not kids:
             leaves.append(path)
-            return
-        for c in kids:
-            walk(path + (c,))
-
-    walk(())
+        stack.extend(path + (c,) for c in reversed(kids))
     orphans = sorted(set(nodes) - seen)
     if orphans:
         raise RecipeError(f"{where}.tree: node {orphans[0]!r} is not reachable from the "
