@@ -460,10 +460,10 @@ def parse_prefix_tree(name: str, spec: Mapping[str, Any]) -> PrefixTree:
         path = stack.pop()
         key = " ".join(path) if path else "root"
         seen.add(key)
-        kids = [c for c in nodes.get(key, ()) if c != "null"]
-        if not kids:
+        children_of = [c for c in nodes.get(key, ()) if c != "null"]
+        if not children_of:
             leaves.append(path)
-        stack.extend(path + (c,) for c in reversed(kids))
+        stack.extend(path + (c,) for c in reversed(children_of))
     orphans = sorted(set(nodes) - seen)
     if orphans:
         raise RecipeError(f"{where}.tree: node {orphans[0]!r} is not reachable from the "
