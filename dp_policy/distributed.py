@@ -33,13 +33,17 @@ to the colour drawn. So:
 2. X = the A draws of a Pólya urn over G steps: at step j with a A's so far, draw A with
    probability (alpha + a) / (1 + j), a rational number: one uniform integer per step.
 
-The expected cost is 1 + E[G] = 1 / (1 - beta) uniform draws per Pólya sample.
+Step 2 step by step costs E[G] = beta / (1 - beta) draws, about Delta/eps, which is
+large exactly when the noise is (early rounds of the heatmap, multi-location
+sensitivities). `_polya` jumps instead to the urn's first A through the record times of
+an i.i.d. sequence (see its docstring), O(log G) integer draws when alpha is small;
+`_polya_urn` is the plain urn, kept as the reference the tests compare it with.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any, ClassVar
@@ -55,14 +59,11 @@ from dp_policy.mechanisms import (
 from dp_policy.policies import OAMC, OAOC, OC, DpPolicy, PrivacyGuarantee
 
 
-def _polya(alpha_num: int, alpha_den: int, rate_num: int, rate_den: int,
-           randbelow: Any) -> int:
-    """Pólya(alpha_num/alpha_den, exp(-rate_num/rate_den)), alpha in (0, 1]."""
-    # 1. G ~ Geometric with P(g) proportional to exp(-g * rate_num / rate_den):
-    #    X0 with P proportional to exp(-x / rate_den), then floor(X0 / rate_num).
+def _polya_urn(alpha_num: int, alpha_den: int, rate_num: int, rate_den: int,
+               randbelow: Callable[[int], int]) -> int:
+    """Pólya(alpha_num/alpha_den, exp(-rate_num/rate_den)), alpha in (0, 1], by running
+    the urn step by step: the reference for `_polya` (same law, O(1 + G) draws)."""
     g = _geometric_exp(rate_den, randbelow) // rate_num
-    # 2. The urn: P(A | j draws, a of them A) = (alpha + a)/(1 + j)
-    #                                          = (alpha_num + a alpha_den)/(alpha_den (1 + j)).
     a = 0
     num = alpha_num
     den = alpha_den
@@ -71,6 +72,62 @@ def _polya(alpha_num: int, alpha_den: int, rate_num: int, rate_den: int,
             a += 1
             num += alpha_den
         den += alpha_den
+    return a
+
+
+_FIRST_BITS = 64
+
+
+def _next_record(r: int, limit: int, getrandbits: Callable[[int], int]) -> int:
+    """The next record time after a record at time r of an i.i.d. continuous sequence,
+    or `limit` + 1 if it is beyond `limit`: N with P(N > m) = r/m (m >= r), that is
+    N = floor(r / U) + 1 for U uniform in (0, 1). U is revealed bit by bit, K / 2^k <=
+    U < (K + 1) / 2^k, until floor(r / U) is known or known to be >= limit:
+    r 2^k / (K + 1) < r / U <= r 2^k / K. Integers only."""
+    k = _FIRST_BITS
+    big_k = getrandbits(k)
+    while True:
+        low = (r << k) // (big_k + 1)           # floor(r / U) >= low
+        if low >= limit:
+            return limit + 1
+        if big_k and (r << k) // big_k == low:  # floor(r / U) <= floor(r 2^k / K)
+            return low + 1
+        big_k = (big_k << 1) | getrandbits(1)
+        k += 1
+
+
+def _polya(alpha_num: int, alpha_den: int, rate_num: int, rate_den: int,
+           randbelow: Callable[[int], int], getrandbits: Callable[[int], int]) -> int:
+    """Pólya(alpha_num/alpha_den, exp(-rate_num/rate_den)), alpha in (0, 1].
+
+    1. G ~ Geometric with P(g) proportional to exp(-g rate): X0 with P proportional to
+       exp(-x / rate_den) (CKS20), then floor(X0 / rate_num).
+    2. The urn over G steps. Until its first A, step i (1-indexed) draws A with
+       probability alpha / i, independently of the past; that is the event "i is a
+       record of an i.i.d. continuous sequence (probability 1/i, independent over i)
+       and an independent Bernoulli(alpha) coin succeeds". So the first A is the first
+       record time whose coin succeeds, found by jumping from record to record
+       (`_next_record`): about ln G + 1 steps instead of G. After the first A (an event
+       of probability about alpha ln G) the urn runs step by step: with a A's drawn,
+       step i draws A with probability (alpha + a) / i.
+    """
+    g = _geometric_exp(rate_den, randbelow) // rate_num
+    if g == 0:
+        return 0
+    r = 1                                  # time 1 is always a record
+    while randbelow(alpha_den) >= alpha_num:
+        r = _next_record(r, g, getrandbits)
+        if r > g:
+            return 0
+    # The first A is at step r; continue the urn from step r + 1 with a = 1.
+    a = 1
+    num = alpha_num + alpha_den            # (alpha + a) * alpha_den
+    den = alpha_den * r                    # alpha_den * (i - 1) before step i
+    for _ in range(g - r):
+        den += alpha_den
+        if randbelow(den) < num:
+            a += 1
+            num += alpha_den
     return a
 
 
@@ -84,8 +141,9 @@ def sample_polya(alpha: RationalLike, rate: RationalLike, rng: Rng | None = None
         raise ValueError("alpha must be in (0, 1]")
     if r <= 0:
         raise ValueError("rate must be positive")
+    rr = _rng(rng)
     return _polya(a.numerator, a.denominator, r.numerator, r.denominator,
-                  _rng(rng).randbelow)
+                  rr.randbelow, rr.getrandbits)
 
 
 def dp_shard_size(clients: int, dropout: RationalLike = 0) -> int:
@@ -161,14 +219,14 @@ class DistributedDiscreteLaplace(DpMechanism):
 
     def sample_polya(self) -> int:
         return _polya(self.alpha.numerator, self.alpha.denominator, self.rate.numerator,
-                      self.rate.denominator, self.rng.randbelow)
+                      self.rate.denominator, self.rng.randbelow, self.rng.getrandbits)
 
     def sample(self) -> int:
         """One coordinate of a Client's share: X - Y."""
         a, b = self.alpha.numerator, self.alpha.denominator
         s, t = self.rate.numerator, self.rate.denominator
-        randbelow = self.rng.randbelow
-        return _polya(a, b, s, t, randbelow) - _polya(a, b, s, t, randbelow)
+        randbelow, bits = self.rng.randbelow, self.rng.getrandbits
+        return _polya(a, b, s, t, randbelow, bits) - _polya(a, b, s, t, randbelow, bits)
 
     def sample_noise(self, dimension: int) -> list[int]:
         sample = self.sample

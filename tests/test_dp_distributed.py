@@ -4,8 +4,8 @@ the dropout over-provisioning, the DAP policy and `ppm dp distributed-laplace`.
 
 Statistical checks use fixed seeds; each threshold is set so that a *correct* sampler
 fails it with probability about 1e-6 (chi-square at its 1 - 1e-6 quantile by
-Wilson-Hilferty, moments at 4.9 standard errors). With 8 such checks here, a correct
-implementation fails for a random seed with probability below 1e-5.
+Wilson-Hilferty, moments at 4.9 standard errors). With about 20 such checks here, a correct
+implementation fails for a random seed with probability below 1e-4.
 """
 
 from __future__ import annotations
@@ -90,6 +90,41 @@ def test_polya_fits_definition_4_1(alpha: str, rate: str, seed: int) -> None:
     assert abs(mean - expected_mean) <= Z_1E6 * math.sqrt(expected_var / len(samples))
 
 
+@pytest.mark.parametrize(("alpha", "rate", "seed"), [("1/50", "1/40", 4), ("1/3", "1/8", 5)])
+def test_fast_polya_matches_the_plain_urn(alpha: str, rate: str, seed: int) -> None:
+    """`_polya` (jumping to the urn's first A through record times) and `_polya_urn`
+    (the urn step by step) against Definition 4.1 with small alpha and large E[G] = 40
+    and 8, the regime where the jump matters; and the two samples' means agree."""
+    a, r = Fraction(alpha), Fraction(rate)
+    rng = SeededRng(seed)
+    fast = [distributed._polya(a.numerator, a.denominator, r.numerator, r.denominator,
+                               rng.randbelow, rng.getrandbits) for _ in range(40000)]
+    plain = [distributed._polya_urn(a.numerator, a.denominator, r.numerator,
+                                    r.denominator, rng.randbelow) for _ in range(40000)]
+    beta = math.exp(-float(r))
+    pmf = polya_pmf(float(a), beta)
+    var = float(a) * beta / (1 - beta) ** 2
+    for samples in (fast, plain):
+        stat, dof = chi_square(samples, pmf, bins=8)
+        assert stat <= chi2_critical(dof), (stat, dof)
+    diff = math.fsum(fast) / len(fast) - math.fsum(plain) / len(plain)
+    assert abs(diff) <= Z_1E6 * math.sqrt(2 * var / len(fast))
+
+
+def test_next_record_law() -> None:
+    """P(N > m) = r / m for the next record after r (the jump `_polya` relies on)."""
+    rng = SeededRng(6)
+    n = 40000
+    draws = [distributed._next_record(3, 10**9, rng.getrandbits) for _ in range(n)]
+    assert min(draws) >= 4
+    for m in (4, 6, 12, 30):
+        p = 3 / m
+        freq = sum(1 for d in draws if d > m) / n
+        assert abs(freq - p) <= Z_1E6 * math.sqrt(p * (1 - p) / n), (m, freq)
+    capped = [distributed._next_record(3, 10, rng.getrandbits) for _ in range(2000)]
+    assert max(capped) == 11 and min(capped) >= 4
+
+
 def test_polya_rejects_bad_parameters() -> None:
     with pytest.raises(ValueError):
         sample_polya("3/2", "1")
@@ -102,7 +137,8 @@ def test_polya_rejects_bad_parameters() -> None:
 def test_sampling_path_has_no_floating_point() -> None:
     """The functions that draw (`_polya`, `DistributedDiscreteLaplace.sample`) contain no
     float literal, no float() call and no true division: integer arithmetic only."""
-    for func in (distributed._polya, DistributedDiscreteLaplace.sample,
+    for func in (distributed._polya, distributed._polya_urn, distributed._next_record,
+                 DistributedDiscreteLaplace.sample,
                  DistributedDiscreteLaplace.sample_noise):
         tree = ast.parse(textwrap.dedent(inspect.getsource(func)))
         for node in ast.walk(tree):
