@@ -28,7 +28,7 @@ def _settings(args: argparse.Namespace) -> Any:
     return HeatmapSettings(
         epsilon=args.epsilon, users_per_round=args.users_per_round, noise=args.noise,
         c=args.c, b=args.b, threshold=args.threshold,
-        k=args.k if args.k is not None else (2.0 if args.threshold == "remaining" else 1.0),
+        k=args.k,
         fixed_threshold=args.fixed_threshold, shard_size=args.shard_size,
         dropout=args.dropout, sensitivity=1, gamma=args.gamma, clip_bits=args.clip_bits,
         eq7=args.eq7, max_rounds=args.max_rounds, seed=args.seed)
@@ -177,7 +177,8 @@ def register(subparsers: Any) -> None:
     g.add_argument("--threshold", choices=("target", "remaining", "fixed"),
                    default="target", help="split threshold: k sigma~ (Algorithm 2), "
                    "k sigma_rem (Equation 6) or fixed")
-    g.add_argument("--k", type=float, help="threshold multiplier (1; 2 for remaining)")
+    g.add_argument("--k", type=float, default=2.0,
+                   help="threshold multiplier (2, Equation 6's k)")
     g.add_argument("--fixed-threshold", type=float, default=10.0)
     g.add_argument("--shard-size", type=int, help="S_max: users per DAP task (U)")
     g.add_argument("--dropout", default="0", help="client-polya: dropout provisioned")

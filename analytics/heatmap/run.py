@@ -31,9 +31,15 @@ The run ends when the budget is spent; the result is the last round's histogram 
 the last round's tree (Algorithm 2 returns it), spread over the map for the metrics.
 
 Threshold (Algorithm 2 passes sigma~_q to UpdateTree; Equation 6 compares with k times
-sigma_rem; Table 3's non-adaptive rows use a fixed T = 10): `threshold="target"` (the
-default, Algorithm 2: t = k sigma~_q with k = 1), `"remaining"` (Equation 6: t = k
-sigma_rem, k = 2 in the paper) or `"fixed"` (t = `fixed_threshold`).
+sigma_rem, k = 2; Table 3's non-adaptive rows use a fixed T = 10): `threshold="target"`
+(the default: t = k sigma~_q), `"remaining"` (Equation 6: t = k sigma_rem) or `"fixed"`
+(t = `fixed_threshold`). The default k is Equation 6's 2, not Algorithm 2's literal
+t = sigma~_q (k = 1): sigma~_q is also the round's noise level, so with k = 1 an *empty*
+cell splits on noise alone with probability about 0.24 per round (discrete Laplace
+beyond one standard deviation) and collapses with about 0.6; its four children do the
+same, so noise-only subtrees survive as a critical branching process and empty regions
+do not reliably collapse (tests/test_heatmap.py::test_empty_region_collapses fails with
+k = 1). With k = 2 the split probability is about 0.03.
 """
 
 from __future__ import annotations
@@ -78,10 +84,10 @@ class HeatmapSettings:
     epsilon: str = "1"                 # total budget, a decimal taken exactly
     users_per_round: int = 2000        # U
     noise: str = "aggregator"
-    c: float = 1.0                     # Equation 7's calibration
+    c: float = 0.3                     # Equation 7's calibration
     b: float = 2.0                     # Equation 9's expansion
     threshold: str = "target"
-    k: float = 1.0                     # threshold multiplier
+    k: float = 2.0                     # threshold multiplier (Equation 6's k)
     fixed_threshold: float = 10.0
     shard_size: int | None = None      # S_max (default: U, one DAP task per round)
     dropout: str = "0"                 # client-polya: fraction of a shard that may drop
@@ -90,6 +96,7 @@ class HeatmapSettings:
     clip_bits: int | None = None       # client-polya: m = 2^bits (default: from U)
     eq7: str = "shards"
     max_rounds: int = 12
+    start_level: int = 0               # Section 7: start from the full tree at a level
     seed: int = 1                      # the simulation's sampling of users per round
     timeout: float = 120.0
 
@@ -113,6 +120,8 @@ class HeatmapSettings:
             raise ValueError("shard size must be at least 1")
         if self.c <= 0 or self.b <= 0 or self.k <= 0:
             raise ValueError("c, b and k must be positive")
+        if not 0 <= self.start_level <= population.depth:
+            raise ValueError(f"start level must be in [0, {population.depth}]")
         if self.max_rounds < 1:
             raise ValueError("max rounds must be at least 1")
         if population.multi and self.noise != "client-polya":
@@ -327,7 +336,7 @@ async def run_heatmap(population: Population, settings: HeatmapSettings,
     schedule = BudgetSchedule(Fraction(settings.epsilon), c=settings.c, b=settings.b,
                               shard_size=settings.shard_size, eq7=settings.eq7,
                               max_rounds=settings.max_rounds)
-    tree = PrefixTree(population.depth)
+    tree = PrefixTree.full(population.depth, settings.start_level)
     rounds: list[RoundResult] = []
     U = settings.users_per_round
     smax = settings.shard_size or U
