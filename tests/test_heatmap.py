@@ -344,6 +344,23 @@ def test_tree_update_collapses_an_emptied_quadrant() -> None:
     assert "11" in tree.leaves()
 
 
+def test_several_shards_per_round() -> None:
+    """U = 2000 users in shards of S_max = 500: four aggregations per round, whose noise
+    adds up (Algorithm 1's shards; Equation 7's shard term divides each shard's target
+    by sqrt(4))."""
+    pop = synthetic_city(4000, 5, seed=4)
+    res = run_local(pop, epsilon="1", users_per_round=2000, shard_size=500,
+                    noise="client-polya", dropout="0.1")
+    assert all(r.shards == 4 and r.users == 2000 for r in res.rounds)
+    first = res.rounds[0]
+    assert math.isclose(first.sigma_target, 0.3 * 2000 / 1 / 2)
+    # Four shards of 500 with S_dp = 450: the summed noise is sqrt(4 * 500/450) times
+    # one discrete Laplace at the round's epsilon.
+    assert math.isclose(first.noise_std,
+                        tau(float(first.epsilon), 1) * math.sqrt(4 * 500 / 450))
+    assert res.epsilon_spent == 1
+
+
 def test_settings_are_checked() -> None:
     pop = synthetic_city(100, 3, seed=1)
     cases: list[tuple[dict[str, Any], str]] = [({"noise": "x"}, "noise"), ({"epsilon": "0"}, "epsilon"),

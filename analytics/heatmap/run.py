@@ -19,8 +19,8 @@ Every sub-query ("round") q:
      gamma + T for Section 5.7's multi-location users; trust model: one honest
      Aggregator and S_dp honest Clients). Noisy vectors cannot pass a one-hot check:
      the range check keeps reports well-formed but, because of the modular reduction,
-     bounds nothing -- one malicious Client can move every coordinate of the result by
-     any amount, where Prio3Histogram limits it to +1 in one bucket;
+     bounds nothing -- one malicious Client can set every coordinate of the result to
+     any value in [-m/2, m/2), where Prio3Histogram limits it to +1 in one bucket;
 
    the simulated Clients upload over HTTP and the Collector collects the batch;
 4. the shards' (debiased) results are summed into the round's histogram, and the tree is
@@ -365,6 +365,11 @@ async def run_heatmap(population: Population, settings: HeatmapSettings,
         noise_std = per_shard_sigma * math.sqrt(len(shards))
         if settings.noise == "aggregator":
             noise_std *= math.sqrt(2.0)      # both Aggregators add a full share
+        else:                                # S shares drawn for S_dp: S / S_dp of it
+            from dp_policy.distributed import dp_shard_size
+
+            s_full = min(U, smax)
+            noise_std *= math.sqrt(s_full / dp_shard_size(s_full, settings.dropout))
         true_counts = [0.0] * T
         counts = [0.0] * T
         task_ids: list[str] = []
