@@ -262,10 +262,11 @@ class SumVecWithClientPolyaShares(DpPolicy[Any, list[int], list[int], list[int]]
     that each coordinate is in [0, m), and every residue modulo m is in that range, so
     after the Collector's reduction a single malicious Client can set every coordinate
     of the result to any value of the decoding range [-m/2, m/2) (it submits (target -
-    rest) mod m). Prio3Histogram bounds a malicious Client to +1 in one bucket. With noisy vectors nothing more can
-    be checked: an honest share may be any integer. The range check still keeps
-    reports well-formed (length, encoding); a Client that leaves out its noise counts as
-    a dropout, which the over-provisioning covers up to `dropout`. The paper leaves
+    rest) mod m). Prio3Histogram bounds a malicious Client to +1 in one bucket. With
+    noisy vectors nothing more can be checked: an honest share may be any integer. The
+    range check still keeps reports well-formed (length, encoding); a Client that
+    leaves out its noise counts as a dropout, which the over-provisioning covers up to
+    `dropout`. The paper leaves
     poisoning out of scope (Section 4).
     """
 
