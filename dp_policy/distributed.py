@@ -266,8 +266,7 @@ class SumVecWithClientPolyaShares(DpPolicy[Any, list[int], list[int], list[int]]
     noisy vectors nothing more can be checked: an honest share may be any integer. The
     range check still keeps reports well-formed (length, encoding); a Client that
     leaves out its noise counts as a dropout, which the over-provisioning covers up to
-    `dropout`. The paper leaves
-    poisoning out of scope (Section 4).
+    `dropout`. The paper leaves poisoning out of scope (Section 4).
     """
 
     TRUST_MODEL = OAMC
