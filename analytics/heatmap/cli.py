@@ -69,10 +69,10 @@ def _reword(message: str) -> str:
 
 
 def render(result: Any) -> str:
-    rows = [f"{'round':>5} {'leaves':>6} {'users':>6} {'tasks':>5} {'epsilon':>10} "
+    rows = [f"{'round':>5} {'leaves':>6} {'users':>6} {'shards':>6} {'epsilon':>10} "
             f"{'threshold':>9} {'noise std':>9} {'split':>5} {'collapse':>8}"]
     for r in result.rounds:
-        rows.append(f"{r.round:>5} {r.leaves:>6} {r.users:>6} {r.shards:>5} "
+        rows.append(f"{r.round:>5} {r.leaves:>6} {r.users:>6} {r.shards:>6} "
                     f"{float(r.epsilon):>10.6g} {r.threshold:>9.4g} {r.noise_std:>9.4g} "
                     f"{r.splits:>5} {r.collapses:>8}")
     m = result.metrics

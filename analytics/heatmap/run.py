@@ -374,7 +374,8 @@ async def run_heatmap(population: Population, settings: HeatmapSettings,
         counts = [0.0] * T
         task_ids: list[str] = []
         status(f"round {len(rounds) + 1}: {T} leaves, eps {float(eps):.6g}, "
-               f"{len(shards)} DAP task(s) of {min(U, smax)} users")
+               f"{len(shards)} {'DAP task' if aggs else 'simulated shard'}(s) of "
+               f"{min(U, smax)} users")
         for shard in shards:
             users = [population.users[i] for i in shard]
             vdaf: Any = None
