@@ -253,6 +253,22 @@ def test_multi_location_vector() -> None:
         assert abs(mean - expected) <= Z_1E6 * math.sqrt(p * (1 - p) / len(draws))
 
 
+@given(st.lists(st.tuples(st.integers(0, 7), st.integers(0, 7)), min_size=1, max_size=12),
+       st.integers(1, 10**6), st.integers(0, 2**32))
+def test_multi_location_vector_bounds(cells: list[tuple[int, int]], gamma: int,
+                                      seed: int) -> None:
+    """Any visits, any gamma: every entry is floor or ceil of gamma * share, and the L1
+    norm is at most gamma + d (the sensitivity of Section 5.7)."""
+    tree = PrefixTree(3, {"", "00", "0011", "11"})
+    index = tree.leaf_index()
+    v = multi_location_vector(tree, index, cells, gamma, SeededRng(seed))
+    counts = histogram(tree, cells)
+    for x, c in zip(v, counts, strict=True):
+        exact = Fraction(gamma * c, len(cells))
+        assert math.floor(exact) <= x <= math.ceil(exact)
+    assert sum(v) <= gamma + len(v)
+
+
 # -- populations --------------------------------------------------------------------------------
 
 
@@ -359,6 +375,21 @@ def test_several_shards_per_round() -> None:
     assert math.isclose(first.noise_std,
                         tau(float(first.epsilon), 1) * math.sqrt(4 * 500 / 450))
     assert res.epsilon_spent == 1
+
+
+@pytest.mark.parametrize("rule", ["fixed", "remaining"])
+def test_other_threshold_rules(rule: str) -> None:
+    """Table 3's fixed T = 10 and Equation 6's k sigma_rem: the threshold each round
+    used is the rule's."""
+    pop = synthetic_city(4000, 5, seed=6)
+    res = run_local(pop, epsilon="1", users_per_round=2000, threshold=rule,
+                    fixed_threshold=10.0, noise="client-polya")
+    remaining = Fraction(1)
+    for r in res.rounds:
+        expected = 10.0 if rule == "fixed" else 2 * tau(float(remaining), 1)
+        assert math.isclose(r.threshold, expected)
+        remaining -= r.epsilon
+    assert remaining == 0
 
 
 def test_settings_are_checked() -> None:
