@@ -11,7 +11,8 @@ Every sub-query ("round") q:
    * ``aggregator``: `Prio3Histogram(T)` (the one-hot check is kept) with the policy
      `HistogramWithAggregatorLaplace(eps_q)`: each Aggregator adds discrete Laplace
      noise of scale 2/eps_q to its aggregate share (replacement neighbours, L1
-     sensitivity 2; trust model: one honest Aggregator);
+     sensitivity 2; trust model: one honest Aggregator; the policy rounds the scale up
+     to a short rational, so the epsilon achieved is at most eps_q);
    * ``client-polya``: the paper's distributed noise, `Prio3SumVec(T, m - 1)` with the
      policy `SumVecWithClientPolyaShares(eps_q, S, Delta, dropout)`: each Client adds
      Pólya shares and reduces modulo m, and the Collector reduces the sum modulo m
