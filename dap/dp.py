@@ -11,6 +11,12 @@ spaces, UTF-8) of a policy specification such as
     {"policy": "SumVecWithAggregatorLaplace", "epsilon": 1.0}
     {"policy": "MultiHotHistogramWithClientRandomization", "eps0": 6.5, "fp": 1e-9}
     {"policy": "L1BoundSumWithAggregatorLaplace", "epsilon": 1.0}
+    {"policy": "SumVecWithClientPolyaShares", "epsilon": 1.0, "clients": 1000,
+     "sensitivity": 1, "dropout": 0.05}
+
+The last is the distributed discrete Laplace of seed 003 (`dp_policy.distributed`): each
+Client adds a Pólya share and reduces modulo max_measurement + 1; `clients` is the batch
+size S the shares are drawn for, `dropout` the fraction of them that may be missing.
 
 The VDAF parameters (length, max_measurement, max_weight, max_value) come from the task's
 VDAF.
@@ -39,6 +45,7 @@ POLICIES = (
     "SumVecWithAggregatorLaplace",
     "MultiHotHistogramWithClientRandomization",
     "L1BoundSumWithAggregatorLaplace",
+    "SumVecWithClientPolyaShares",
 )
 MULTIHOT_CLIENT_RANDOMIZATION = "MultiHotHistogramWithClientRandomization"
 
@@ -200,6 +207,24 @@ def policy_from_spec(spec: dict[str, Any], vdaf: Any) -> Any:
                                  f"fp={spec['fp']}) needs max_weight {policy.max_weight}, the "
                                  f"task's VDAF has {max_weight}")
             return policy
+        if name == "SumVecWithClientPolyaShares":
+            from dp_policy.distributed import SumVecWithClientPolyaShares
+
+            _need(vdaf_name, "Prio3SumVec", name)
+            values = (spec["epsilon"], spec["clients"], spec.get("sensitivity", 1),
+                      spec.get("dropout", 0))
+            if not all(isinstance(v, int | float) and not isinstance(v, bool)
+                       for v in values):
+                raise ValueError(f"DP policy {name}: epsilon, clients, sensitivity and "
+                                 "dropout must be numbers")
+            epsilon, clients, sensitivity, dropout = values
+            if clients != int(clients) or sensitivity != int(sensitivity):
+                raise ValueError(f"DP policy {name}: clients and sensitivity must be "
+                                 "integers")
+            return SumVecWithClientPolyaShares(
+                str(epsilon), int(clients), length, max_measurement,
+                sensitivity=int(sensitivity), dropout=str(dropout), shares=shares,
+                build_vdaf=False)
     except KeyError as exc:
         raise ValueError(f"DP policy {name} needs parameter {exc}") from None
     raise ValueError(f"unknown DP policy {name!r}; known: {POLICIES}")

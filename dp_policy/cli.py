@@ -7,6 +7,7 @@
     ppm dp batch-size --eps0 E0 --epsilon E --delta D [--method rappor|shuffle]
                       [--variant fmt20|fmt22]
     ppm dp tables
+    ppm dp distributed-laplace --epsilon E --clients S [--sensitivity D] [--dropout F]
 
 Every leaf takes `--json` and then prints exactly one JSON object.
 """
@@ -398,3 +399,86 @@ def register(subparsers: Any) -> None:
     p.set_defaults(func=_cmd_tables)
 
     _register_sampling(leaf)
+    _register_distributed_laplace(leaf)
+
+
+# ---------------------------------------------------------------------------------------
+# ppm dp distributed-laplace (seed 003, Section 4: Pólya shares summing to discrete Laplace)
+# ---------------------------------------------------------------------------------------
+
+
+def distributed_laplace(epsilon: str, clients: int, sensitivity: int = 1,
+                        dropout: str = "0", survivors: int | None = None) -> dict[str, Any]:
+    """The summed noise of the distributed discrete Laplace mechanism for a shard of
+    `clients` Clients (`dp_policy.distributed`). Raises ValueError for bad parameters."""
+    from fractions import Fraction
+
+    from dp_policy.distributed import DistributedDiscreteLaplace
+
+    for name, text in (("--epsilon", epsilon), ("--dropout", dropout)):
+        try:
+            Fraction(text)
+        except ValueError:
+            raise ValueError(f"{name} must be a number, got {text!r}") from None
+    mech = DistributedDiscreteLaplace(epsilon, clients, sensitivity, dropout)
+    if survivors is not None and not 0 <= survivors <= clients:
+        raise ValueError(f"--survivors must be in [0, {clients}]")
+    summed = mech.summed(survivors)
+    share = mech.summed(1)
+    floor = mech.summed(mech.dp_clients)
+    return {
+        "epsilon": mech.epsilon, "clients": clients, "sensitivity": sensitivity,
+        "dropout": float(mech.dropout), "dp_clients": mech.dp_clients,
+        "alpha": str(mech.alpha), "beta": mech.beta,
+        "survivors": summed.survivors, "std": summed.std, "variance": summed.variance,
+        "achieved_epsilon": summed.epsilon if math.isfinite(summed.epsilon) else None,
+        "share_std": share.std, "laplace_std": floor.std,
+        "method": "X - Y, X, Y ~ Polya(1/S_dp, exp(-epsilon/sensitivity)) per Client "
+                  "(Bagdasaryan et al., Theorem 4.2)",
+    }
+
+
+def _cmd_distributed_laplace(args: argparse.Namespace) -> int:
+    import sys
+
+    try:
+        obj = distributed_laplace(args.epsilon, args.clients, args.sensitivity,
+                                  args.dropout, args.survivors)
+    except (ValueError, ZeroDivisionError) as exc:
+        message = str(exc)
+        for word in ("epsilon", "sensitivity", "dropout", "clients"):
+            message = message.replace(f"the {word} must", f"--{word} must").replace(
+                f"{word} must", f"--{word} must").replace("----", "--")
+        print(f"ppm: error: {message}", file=sys.stderr)
+        if args.json:
+            print(json.dumps({"ok": False, "error": message}, sort_keys=True))
+        return 2
+    eps = obj["achieved_epsilon"]
+    lines = [
+        f"{obj['clients']} Clients, each adding X - Y with X, Y ~ Polya({obj['alpha']}, "
+        f"{obj['beta']:.6g}) per coordinate (S_dp = {obj['dp_clients']}):",
+        f"  summed noise over {obj['survivors']} Clients: std {obj['std']:.6g}, "
+        f"variance {obj['variance']:.6g}",
+        "  guarantee: " + (f"{eps:g}-DP (pure)" if eps is not None else
+                            "none (fewer than S_dp shares)")
+        + f" for vectors of L1 norm <= {obj['sensitivity']}",
+        f"  one Client's share: std {obj['share_std']:.6g}; discrete Laplace at S_dp: "
+        f"std {obj['laplace_std']:.6g}",
+    ]
+    return _emit(args, obj, lines)
+
+
+def _register_distributed_laplace(leaf: Any) -> None:
+    p = leaf("distributed-laplace",
+             "noise of the distributed discrete Laplace mechanism (Polya shares)")
+    p.add_argument("--epsilon", required=True,
+                   help="epsilon (a decimal, taken exactly: 0.1 is 1/10)")
+    p.add_argument("--clients", type=int, required=True,
+                   help="S, the Clients whose shares are summed (the shard or batch)")
+    p.add_argument("--sensitivity", type=int, default=1,
+                   help="L1 norm bound of one Client's vector (default 1)")
+    p.add_argument("--dropout", default="0",
+                   help="fraction of the Clients that may drop out (default 0)")
+    p.add_argument("--survivors", type=int,
+                   help="the Clients whose shares are summed (default: all)")
+    p.set_defaults(func=_cmd_distributed_laplace)
