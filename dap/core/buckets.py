@@ -32,7 +32,13 @@ def bucket_for(task: AggregatorTask, report_time: int, batch_id: bytes | None) -
 
 def commit_error(tx: Transaction, task: AggregatorTask, report_id: bytes, report_time: int,
                  bucket: bytes) -> ReportError | None:
-    """The checks before committing an output share (Section 4.5.3.3)."""
+    """The checks before committing an output share (Section 4.5.3.3), and the report
+    whose replay state this Aggregator may have evicted (`dap.core.retention`): DAP-18
+    Section 4.5.2.4, "If an Aggregator cannot determine if an input share is valid ...
+    it MUST mark the input share as invalid with error report_dropped"."""
+    horizon = tx.get_eviction_horizon(task.task_id)
+    if horizon is not None and report_time < horizon:
+        return ReportError.REPORT_DROPPED
     if task.batch_mode == BatchMode.TIME_INTERVAL:
         if tx.interval_overlaps_collected(task.task_id, report_time, report_time + 1):
             return ReportError.BATCH_COLLECTED
@@ -62,7 +68,8 @@ def commit_output_shares(tx: Transaction, task: AggregatorTask, agg_param: bytes
     by_bucket: dict[bytes, list[OutputShare]] = {}
     for share in shares:
         err = commit_error(tx, task, share.report_id, share.time, share.bucket)
-        if err is None and not tx.mark_report_aggregated(task.task_id, share.report_id):
+        if err is None and not tx.mark_report_aggregated(task.task_id, share.report_id,
+                                                          share.time):
             err = ReportError.REPORT_REPLAYED
         if err is not None:
             failed[bytes(share.report_id)] = err
