@@ -783,10 +783,15 @@ def test_aggregation_job_idempotency_steps_and_deletion(tmp_path: Path,
                 for req, token in (
                         (replace(cont, step=0), "invalidMessage"),
                         (replace(cont, step=2), "stepMismatch"),
-                        (cont, "invalidMessage")):
+                        (cont, "invalidMessage"),
+                        # The job is finished: an empty continuation is refused too (it
+                        # used to overwrite the stored response with an empty one).
+                        (AggregationJobContinueReq(1, ()), "invalidMessage")):
                     resp2 = await env.request("POST", job_url, req.encode(),
                                               "AggregationJobContinueReq")
                     env.assert_problem(resp2, token)
+                stored = await env.request("GET", job_url + "?step=0")
+                assert (stored.status, stored.body) == (200, resp.body)
                 resp2 = await env.request("POST", job_url, b"\x00",
                                           "AggregationJobContinueReq")
                 env.assert_problem(resp2, "invalidMessage")

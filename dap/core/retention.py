@@ -47,6 +47,8 @@ from dap.core.store import Transaction
 from dap.core.tasks import AggregatorTask, ProfileLookup
 
 DAY = 86400.0
+# The horizon of a task past its end: after every time a report can have.
+_EVERYTHING = 2**62
 
 
 @dataclass(frozen=True)
@@ -95,15 +97,18 @@ def run_retention(tx: Transaction, policy: RetentionPolicy, now: float,
         end = task_end_seconds(task)
         ended = end is not None and policy.task_retention_after_end is not None \
             and now >= end + policy.task_retention_after_end
+        if horizon_seconds is not None and horizon_seconds > 0:
+            horizon: int | None = int(horizon_seconds) // tp  # in time_precision units
+        else:
+            horizon = None
         if ended:
-            assert end is not None
-            # Every report of the task is before its end (later ones are refused as
-            # task_expired): evict them all, and every job that is over.
-            horizon_seconds = max(horizon_seconds or end, end)
+            # Every report the task will ever take is in already (later ones are refused
+            # as task_expired): evict them all, collected markers past the end included,
+            # and every job that is over.
+            horizon = _EVERYTHING
             stats.rows_deleted += tx.delete_finished_jobs(task.task_id, now + 1.0)
-        if horizon_seconds is None or horizon_seconds <= 0:
+        if horizon is None:
             continue
-        horizon = int(horizon_seconds) // tp  # in time_precision units
         previous = tx.get_eviction_horizon(task.task_id)
         if previous is not None and horizon <= previous:
             continue
