@@ -6,7 +6,8 @@ The script uploads `--reports` valid reports and `--invalid` reports with a corr
 Leader share (stored by the Leader, failed at aggregation) in requests of `--batch`
 reports, waits until everything is aggregated, collects the batch, and prints, per
 table and Aggregator, the rows and the bytes of its BLOB/TEXT columns, then runs the
-retention pass with the clock moved `--age` seconds on and prints the table again.
+retention pass with the clock moved `--age` seconds on (8 and 31 days: past the default
+`job_retention`, then past `report_expiry_age`) and prints the table again.
 
     .venv/bin/python benchmarks/storage_amplification.py
     .venv/bin/python benchmarks/storage_amplification.py --vdaf histogram --reports 500
@@ -121,14 +122,17 @@ async def run(args: argparse.Namespace, tmp: Path) -> None:
             from dap.core import retention
         except ImportError:
             return
-        offset[0] = args.age
-        for st, role in ((ls, "leader"), (hs, "helper")):
-            policy = retention.RetentionPolicy.from_config(st.config)
-            with st.datastore.transaction() as tx:
-                retention.collect_garbage(tx, policy, st.clock(), st.tasks.get_record)
-        print_table(f"after the retention pass, {args.age:.0f} s later",
-                    table_sizes(pair.leader_config.datastore),
-                    table_sizes(pair.helper_config.datastore), total)
+        for age in args.age:
+            offset[0] = age
+            for st in (ls, hs):
+                policy = retention.RetentionPolicy.from_config(st.config)
+                with st.datastore.transaction() as tx:
+                    retention.run_retention(tx, policy, st.clock(), get_profile)
+            print_table(f"after a retention pass {age / 86400:.0f} days later "
+                        f"(job_retention {policy.job_retention / 86400:.0f} d, "
+                        f"report_expiry_age {policy.report_expiry_age / 86400:.0f} d)",
+                        table_sizes(pair.leader_config.datastore),
+                        table_sizes(pair.helper_config.datastore), total)
 
 
 def _corrupt(report: Any) -> Any:
@@ -146,8 +150,8 @@ def main() -> None:
     p.add_argument("--invalid", type=int, default=200)
     p.add_argument("--batch", type=int, default=100)
     p.add_argument("--profile", default="dap-18")
-    p.add_argument("--age", type=float, default=2 * 86400.0,
-                   help="seconds the clock moves on before the retention pass")
+    p.add_argument("--age", type=float, nargs="+", default=[8 * 86400.0, 31 * 86400.0],
+                   help="seconds the clock moves on before each retention pass")
     args = p.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         asyncio.run(run(args, Path(tmp)))

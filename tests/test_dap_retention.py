@@ -15,6 +15,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
+
+from dap.collector import CollectionError
 from dap.common import Duration, Interval, ReportError, Time
 from dap.core.buckets import commit_error, time_bucket
 from dap.core.retention import RetentionPolicy, run_retention
@@ -109,10 +112,27 @@ def test_retention_deletes_what_is_no_longer_needed(tmp_path: Path) -> None:
                 assert sizes(ls)["aggregated_reports"] == 4
                 rid = bytes(reports[0].report_metadata.report_id)
 
+                # A collection job for an old interval without reports: pending.
+                unit = int(time.time()) // 3600
+                async with pair.collector(pt) as collector:
+                    url, _ = await collector.start(PROTO.interval_query(pt, unit - 20, 10))
+
                 # 31 days on (past report_expiry_age): per-report state is evicted, and
-                # such old reports are refused at upload with report_dropped.
+                # such old reports are refused at upload with report_dropped; the pending
+                # job for an evicted interval fails rather than wait for ever.
                 offset[0] = 31 * DAY
-                assert retain(ls) > 0 and retain(hs) > 0
+                retain(ls)
+                retain(hs)
+                # (failed, and then deleted at once: it is older than job_retention)
+                async with pair.collector(pt) as collector:
+                    with pytest.raises(CollectionError) as err:
+                        await collector.poll(url)
+                    assert err.value.status == 404 or \
+                        err.value.problem_type.endswith("invalidBatchSize")
+                    # A new one for an evicted interval is refused at once.
+                    with pytest.raises(CollectionError) as err:
+                        await collector.start(PROTO.interval_query(pt, unit - 20, 10))
+                    assert err.value.problem_type.endswith("invalidBatchSize")
                 for s in (sizes(ls), sizes(hs)):
                     assert all(n == 0 for n in s.values()), s
                 again = await client.upload_reports(reports[1:2])

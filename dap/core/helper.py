@@ -328,6 +328,7 @@ def continue_aggregation_job(tx: Transaction, task: AggregatorTask, job_id: byte
         if isinstance(state, Rejected):
             rec.state = ReportAggregationState.REJECTED
             rec.error = int(ReportError.VDAF_VERIFY_ERROR)
+            rec.verify_state = None
             responses.append(_reject(rec.report_id, ReportError.VDAF_VERIFY_ERROR))
         elif isinstance(state, Continued):
             rec.verify_state = vdaf.encode_verify_state(state.verify_state)
@@ -342,6 +343,7 @@ def continue_aggregation_job(tx: Transaction, task: AggregatorTask, job_id: byte
         tx.update_report_aggregation(rec)
     for rec in active.values():  # omitted by the Leader: it rejected them
         rec.state, rec.error = ReportAggregationState.REJECTED, int(ReportError.VDAF_VERIFY_ERROR)
+        rec.verify_state = None
         tx.update_report_aggregation(rec)
     failed = commit_output_shares(tx, task, job.agg_param, [s for _, s, _ in to_commit])
     by_id = {r.report_id: i for i, r in enumerate(responses)}
@@ -355,6 +357,7 @@ def continue_aggregation_job(tx: Transaction, task: AggregatorTask, job_id: byte
             responses[by_id[rec.report_id]] = (Resp(rec.report_id, VerifyRespType.CONTINUE,
                                                     out) if out is not None
                                                else Resp(rec.report_id, VerifyRespType.FINISH))
+        rec.verify_state = None  # final: no longer needed
         tx.update_report_aggregation(rec)
     job.step = step
     job.last_continue_hash = digest(body)

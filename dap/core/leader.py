@@ -321,6 +321,8 @@ def process_aggregation_job_response(tx: Transaction, task: AggregatorTask,
         rec.state, rec.error = ((ReportAggregationState.REJECTED, int(err)) if err
                                 else (ReportAggregationState.FINISHED, None))
     for rec in records:
+        if rec.state in (ReportAggregationState.FINISHED, ReportAggregationState.REJECTED):
+            rec.verify_state = None  # no longer needed (a Histogram's is L field elements)
         tx.update_report_aggregation(rec)
     done = [r.report_id for r in records if r.state == ReportAggregationState.FINISHED]
     tx.set_report_states(tid, done, ReportState.AGGREGATED, job.job_id)
@@ -342,6 +344,7 @@ def process_aggregation_job_response(tx: Transaction, task: AggregatorTask,
         job.request = task.wire.encode_continue_req(job.step, continues)
     else:
         job.state = AggregationJobState.FINISHED
+        job.request = b""  # never sent again (it holds every report's shares)
     job.attempts = 0
     tx.update_aggregation_job(job)
     return job.state
@@ -356,6 +359,7 @@ def abandon_aggregation_job(tx: Transaction, task: AggregatorTask | None,
     job.state = AggregationJobState.ABANDONED
     job.error = reason
     job.lease_expiry = 0.0
+    job.request = b""
     tx.update_aggregation_job(job)
     pending = [r.report_id for r in tx.get_report_aggregations(job.task_id, job.job_id)
                if r.state in _UNFINISHED]
@@ -410,6 +414,10 @@ def create_collection_job(tx: Transaction, task: AggregatorTask, body: bytes,
         return job.job_id
     if req.interval is not None:
         check_batch_interval(tx, task, req.interval)
+        horizon = tx.get_eviction_horizon(tid)
+        if horizon is not None and req.interval.end <= horizon:
+            raise DapProblem("invalidBatchSize", "the batch interval is older than the "
+                             "reports this Aggregator keeps (report_expiry_age)", task_id=tid)
     if req.batch_id is not None:
         # DAP-09 by_batch_id (Section 4.6.5.2.1, boundary check): "the Leader checks that
         # the provided batch ID corresponds to a batch ID it returned in a previous

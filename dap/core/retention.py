@@ -43,7 +43,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from dap.core.store import Transaction
+from dap.core.errors import DapProblem
+from dap.core.leader import fail_collection
+from dap.core.store import CollectionJobState, Transaction
 from dap.core.tasks import AggregatorTask, ProfileLookup
 
 DAY = 86400.0
@@ -117,6 +119,21 @@ def run_retention(tx: Transaction, policy: RetentionPolicy, now: float,
         tx.set_eviction_horizon(task.task_id, horizon)
         stats.horizons[task.task_id] = horizon
         stats.rows_deleted += tx.evict_reports_before(task.task_id, horizon)
+        _fail_evicted_collections(tx, task, horizon)
     if policy.job_retention is not None:
         stats.rows_deleted += tx.delete_finished_jobs(None, now - policy.job_retention)
     return stats
+
+
+def _fail_evicted_collections(tx: Transaction, task: AggregatorTask, horizon: int) -> None:
+    """Leader: a pending time-interval collection job whose interval lies wholly before
+    the horizon can never be answered (its reports are evicted and new ones refused):
+    fail it with invalidBatchSize rather than let it wait for ever."""
+    for job in tx.list_task_collection_jobs(task.task_id, (CollectionJobState.START,)):
+        try:
+            req = task.wire.decode_collection_req(task, job.request)
+        except DapProblem:
+            continue
+        if req.interval is not None and req.interval.end <= horizon:
+            fail_collection(tx, job, "invalidBatchSize", "the batch interval is older than "
+                            "the reports this Aggregator keeps (report_expiry_age)")

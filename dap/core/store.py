@@ -130,7 +130,7 @@ class ClientReportRecord:
     task_id: bytes
     report_id: bytes
     time: int
-    report: bytes                   # encoded Report
+    report: bytes                   # encoded Report (emptied in a final state)
     state: ReportState = ReportState.NEW
     aggregation_job_id: bytes | None = None
     error: int | None = None

@@ -255,9 +255,12 @@ class SqliteTransaction:
 
     def set_report_states(self, task_id: bytes, report_ids: list[bytes], state: ReportState,
                           job_id: bytes | None = None, error: int | None = None) -> None:
+        # A report in a final state keeps its row (replay detection at upload) but not
+        # its encoding, which nothing reads again (storage: see dap.core.retention).
+        final = state in (ReportState.AGGREGATED, ReportState.FAILED)
         self.c.executemany(
-            "UPDATE client_reports SET state=?, aggregation_job_id=?, error=? "
-            "WHERE task_id=? AND report_id=?",
+            "UPDATE client_reports SET state=?, aggregation_job_id=?, error=?"
+            + (", report=x''" if final else "") + " WHERE task_id=? AND report_id=?",
             [(state, job_id, error, bytes(task_id), bytes(r)) for r in report_ids])
 
     # -- aggregation jobs -----------------------------------------------------------------
