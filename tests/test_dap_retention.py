@@ -89,6 +89,13 @@ def test_retention_deletes_what_is_no_longer_needed(tmp_path: Path) -> None:
                 await asyncio.sleep(0.3)  # the background passes ran: nothing live went
                 before = (sizes(ls), sizes(hs))
                 assert before[0]["client_reports"] == 5 and before[0]["batch_results"] == 1
+                # Final reports keep their row but not their encoding (Prio3 aggregates a
+                # report once); finished report aggregations drop their verify state.
+                with ls.datastore.transaction() as tx:
+                    assert tx.c.execute("SELECT COUNT(*) FROM client_reports WHERE "
+                                        "length(report) > 0").fetchone()[0] == 0
+                    assert tx.c.execute("SELECT COUNT(*) FROM report_aggregations WHERE "
+                                        "verify_state IS NOT NULL").fetchone()[0] == 0
                 assert before[1]["aggregate_share_jobs"] == 1
 
                 # 8 days on: jobs, final-state reports and results are deleted by the
@@ -211,3 +218,35 @@ def test_version_1_datastore_is_migrated(tmp_path: Path) -> None:
     finally:
         ds.close()
     SqliteDatastore(path, "OFF").close()  # opening it again changes nothing
+
+
+def test_reports_of_a_vdaf_with_an_aggregation_parameter_keep_their_encoding() -> None:
+    """Only Prio3 (empty aggregation parameter) drops an aggregated report's encoding; a
+    VDAF that aggregates a report again for each parameter (Poplar1) keeps it, and job
+    retention then keeps the report (it deletes aggregated reports without encoding)."""
+    from types import SimpleNamespace
+
+    from dap.core.leader import reaggregated
+
+    assert not reaggregated(SimpleNamespace(vdaf=PROTO.count()))  # type: ignore[arg-type]
+    assert reaggregated(SimpleNamespace(vdaf=object()))  # type: ignore[arg-type]
+
+
+def test_job_retention_keeps_aggregated_reports_with_their_encoding(tmp_path: Path) -> None:
+    from dap.storage import ClientReportRecord, ReportState
+
+    ds = SqliteDatastore(tmp_path / "ds.sqlite", "OFF")
+    tid = b"t" * 32
+    try:
+        with ds.transaction() as tx:
+            for i, (state, body) in enumerate(((ReportState.AGGREGATED, b"kept"),
+                                               (ReportState.AGGREGATED, b""),
+                                               (ReportState.FAILED, b"x"),
+                                               (ReportState.NEW, b"y"))):
+                tx.put_client_report(ClientReportRecord(tid, bytes([i]) * 16, 5, body, state,
+                                                        created_at=1.0))
+            assert tx.delete_finished_jobs(None, 100.0) == 2
+            left = tx.c.execute("SELECT state, report FROM client_reports ORDER BY report_id")
+            assert [(s, bytes(r)) for s, r in left] == [("aggregated", b"kept"), ("new", b"y")]
+    finally:
+        ds.close()

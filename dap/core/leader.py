@@ -50,6 +50,7 @@ from vdaf.ping_pong import (
     ping_pong_leader_continued,
     ping_pong_leader_init,
 )
+from vdaf.prio3 import Prio3
 
 # -- upload (Section 4.4.2.2) ---------------------------------------------------------------
 
@@ -147,6 +148,7 @@ def create_aggregation_jobs(tx: Transaction, task: AggregatorTask, keyring: Keyr
         # The Helper refused every key this Leader has: the reports cannot be aggregated.
         tx.set_report_states(tid, [r.report_id for r in reports], ReportState.FAILED,
                              error=int(ReportError.UNKNOWN_VERIFICATION_KEY_ID))
+        tx.drop_report_encodings(tid, [r.report_id for r in reports])
         return []
     verify_key = task.verify_keys[key_id]
     ready: list[tuple[ClientReportRecord, Any, Continued]] = []
@@ -156,6 +158,7 @@ def create_aggregation_jobs(tx: Transaction, task: AggregatorTask, keyring: Keyr
                                    clock_skew)
         if isinstance(outcome, ReportError):
             tx.set_report_states(tid, [rec.report_id], ReportState.FAILED, error=int(outcome))
+            tx.drop_report_encodings(tid, [rec.report_id])
         else:
             ready.append((rec, report, outcome))
     jobs = []
@@ -257,6 +260,15 @@ def _store_job(tx: Transaction, task: AggregatorTask, batch_id: bytes | None,
     return job
 
 
+def reaggregated(task: AggregatorTask) -> bool:
+    """Whether the Leader aggregates a report again after it was aggregated, from its
+    stored encoding: for a VDAF with an aggregation parameter (Poplar1: once per
+    parameter). Prio3's aggregation parameter is empty (VDAF Section 7): its reports are
+    aggregated once, and a final report's encoding is dropped (storage, see
+    `dap.core.retention`); a failed report's always is."""
+    return not isinstance(task.vdaf, Prio3)
+
+
 # -- stepping a job with the Helper (Sections 4.5.2.1, 4.5.4.1) ------------------------------
 
 # A job's reports that still expect an answer from the Helper.
@@ -326,6 +338,8 @@ def process_aggregation_job_response(tx: Transaction, task: AggregatorTask,
         tx.update_report_aggregation(rec)
     done = [r.report_id for r in records if r.state == ReportAggregationState.FINISHED]
     tx.set_report_states(tid, done, ReportState.AGGREGATED, job.job_id)
+    if not reaggregated(task):
+        tx.drop_report_encodings(tid, done)
     unknown_key = int(ReportError.UNKNOWN_VERIFICATION_KEY_ID)
     retry = [r.report_id for r in records
              if r.state == ReportAggregationState.REJECTED and r.error == unknown_key
@@ -339,6 +353,7 @@ def process_aggregation_job_response(tx: Transaction, task: AggregatorTask,
     for rec in records:
         if rec.state == ReportAggregationState.REJECTED and rec.report_id not in retry:
             tx.set_report_states(tid, [rec.report_id], ReportState.FAILED, job.job_id, rec.error)
+            tx.drop_report_encodings(tid, [rec.report_id])
     if continues:
         job.step += 1
         job.request = task.wire.encode_continue_req(job.step, continues)
@@ -364,6 +379,7 @@ def abandon_aggregation_job(tx: Transaction, task: AggregatorTask | None,
     pending = [r.report_id for r in tx.get_report_aggregations(job.task_id, job.job_id)
                if r.state in _UNFINISHED]
     tx.set_report_states(job.task_id, pending, ReportState.FAILED, job.job_id)
+    tx.drop_report_encodings(job.task_id, pending)
 
 
 # -- collection (Section 4.6) --------------------------------------------------------------

@@ -23,9 +23,10 @@ Three rules, each set in the server configuration (`dap.server.config`):
   (Section 6.4.1). So eviction never lets a report be counted twice.
 * **Job retention** (`job_retention`, default 7 days). Aggregation jobs that are over
   (with their report aggregations), collection jobs and aggregate-share jobs that are
-  finished, failed or deleted, the Leader's uploaded reports in a final state
-  (aggregated or failed; replay protection stays with `aggregated_reports`) and the
-  released batch results are deleted that long after they were created. A Collector
+  finished, failed or deleted, the Leader's uploaded reports in a final state (failed,
+  or aggregated once and for all: their encoding was dropped, `leader.reaggregated`;
+  replay protection stays with `aggregated_reports`) and the released batch results
+  are deleted that long after they were created. A Collector
   polling a deleted collection job gets 404; a repeated query for a batch whose result
   was deleted is refused (`batchOverlap`, or DAP-09 `batchInvalid`), never recomputed.
 * **Task end** (`task_retention_after_end`, default 7 days). Once a task's end (DAP-18

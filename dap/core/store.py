@@ -130,7 +130,7 @@ class ClientReportRecord:
     task_id: bytes
     report_id: bytes
     time: int
-    report: bytes                   # encoded Report (emptied in a final state)
+    report: bytes                   # encoded Report (emptied once it is never needed again)
     state: ReportState = ReportState.NEW
     aggregation_job_id: bytes | None = None
     error: int | None = None
@@ -300,6 +300,7 @@ class Transaction(Protocol):
     def oldest_new_report_age(self, task_id: bytes, now: float) -> float | None: ...
     def set_report_states(self, task_id: bytes, report_ids: list[bytes], state: ReportState,
                           job_id: bytes | None = None, error: int | None = None) -> None: ...
+    def drop_report_encodings(self, task_id: bytes, report_ids: list[bytes]) -> None: ...
 
     # aggregation jobs
     def put_aggregation_job(self, job: AggregationJobRecord) -> None: ...

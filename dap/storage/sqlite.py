@@ -255,13 +255,14 @@ class SqliteTransaction:
 
     def set_report_states(self, task_id: bytes, report_ids: list[bytes], state: ReportState,
                           job_id: bytes | None = None, error: int | None = None) -> None:
-        # A report in a final state keeps its row (replay detection at upload) but not
-        # its encoding, which nothing reads again (storage: see dap.core.retention).
-        final = state in (ReportState.AGGREGATED, ReportState.FAILED)
         self.c.executemany(
-            "UPDATE client_reports SET state=?, aggregation_job_id=?, error=?"
-            + (", report=x''" if final else "") + " WHERE task_id=? AND report_id=?",
+            "UPDATE client_reports SET state=?, aggregation_job_id=?, error=? "
+            "WHERE task_id=? AND report_id=?",
             [(state, job_id, error, bytes(task_id), bytes(r)) for r in report_ids])
+
+    def drop_report_encodings(self, task_id: bytes, report_ids: list[bytes]) -> None:
+        self.c.executemany("UPDATE client_reports SET report=x'' WHERE task_id=? AND "
+                           "report_id=?", [(bytes(task_id), bytes(r)) for r in report_ids])
 
     # -- aggregation jobs -----------------------------------------------------------------
 
@@ -616,8 +617,11 @@ class SqliteTransaction:
              f"AND state IN (?,?,?))", (*task_args, *task_args, created_before, *agg_done)),
             (f"DELETE FROM aggregation_jobs WHERE {task_sql}created_at<? AND state IN (?,?,?)",
              (*task_args, created_before, *agg_done)),
-            (f"DELETE FROM client_reports WHERE {task_sql}created_at<? AND state IN (?,?)",
-             (*task_args, created_before, ReportState.AGGREGATED, ReportState.FAILED)),
+            # Failed reports, and aggregated ones whose encoding was dropped (a VDAF with
+            # an aggregation parameter aggregates them again: they are kept).
+            (f"DELETE FROM client_reports WHERE {task_sql}created_at<? AND (state=? OR "
+             f"(state=? AND length(report)=0))",
+             (*task_args, created_before, ReportState.FAILED, ReportState.AGGREGATED)),
             (f"DELETE FROM collection_jobs WHERE {task_sql}created_at<? AND state IN (?,?,?)",
              (*task_args, created_before, *coll_done)),
             (f"DELETE FROM aggregate_share_jobs WHERE {task_sql}created_at<? AND "
