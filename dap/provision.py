@@ -300,7 +300,8 @@ class DatastoreTarget(Target):
         from dap.server.admin import task_record_from_json
 
         try:  # the checks the admin API makes, the DP policy included
-            record = task_record_from_json(pt.admin_json(self.role))
+            record = task_record_from_json(pt.admin_json(self.role),
+                                           self.config.min_batch_size_floor)
         except DapProblem as exc:
             raise TaskRefused(f"the {self.role} would refuse the task: {exc.detail}") from None
         try:

@@ -36,7 +36,7 @@ from aiohttp.web_runner import GracefulExit
 from dap.client import Client, UploadError
 from dap.collector import CollectionError, Collector
 from dap.common import ReportError
-from dap.core.tasks import AggregatorTask
+from dap.core.tasks import validate_task
 from dap.hpke import HpkeError, HpkeKeypair, generate_keypair
 from dap.profiles import Profile, get_profile
 from dap.profiles.interop_base import InteropFields, TaskFields
@@ -184,7 +184,7 @@ class Version:
             collector_hpke_config=collector_config.encode(), aggregator_auth_token=token,
             collector_auth_token=collector_token, options=json.dumps(options, sort_keys=True))
         try:
-            _ = AggregatorTask.from_record(record, get_profile).dp_policy
+            validate_task(record, get_profile, st.config.min_batch_size_floor)
         except (ValueError, KeyError, TypeError) as exc:
             raise FieldError(f"task refused: {exc}") from None
         with st.datastore.transaction() as tx:

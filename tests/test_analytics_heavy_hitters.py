@@ -141,12 +141,13 @@ def test_heavy_hitters_end_to_end(tmp_path: Path, profile: str) -> None:
                 assert all(lv.report_count == len(measurements) for lv in result.levels)
                 # Level 0 counts every report.
                 assert sum(result.levels[0].counts) == len(measurements)
-                # The batch is collected at each level once: level 0 again is refused
-                # (DAP-09: its max_batch_query_count, one query per level, is reached).
+                # The batch is released at each level once: the same level-0 query again
+                # gets the stored result (no second computation, no new noise).
                 again = vdaf.encode_agg_param((0, ((False,), (True,))))
-                with pytest.raises(CollectionError,
-                                   match="batchOverlap|batchQueriedTooManyTimes"):
-                    await collector.collect(query, again, timeout=5)
+                repeated = await collector.collect(query, again, timeout=5,
+                                                   max_poll_interval=POLL)
+                assert repeated.aggregate_result == list(result.levels[0].counts)
+                assert repeated.report_count == len(measurements)
             # The Helper recorded each report at every level it verified.
             with pair.helper_state.datastore.transaction() as tx:
                 rows = tx.list_collected_agg_params(pt.task.task_id, 0, 2**62)
@@ -315,7 +316,8 @@ def test_poplar1_leader_selected_is_refused_at_collection(tmp_path: Path) -> Non
 
 
 def test_prio3_interval_is_still_collected_once(tmp_path: Path) -> None:
-    """Prio3 keeps its rules: its one parameter, a batch collected once (batchOverlap)."""
+    """Prio3 keeps its rules: its one parameter, a batch released once (the same query
+    again gets the stored result)."""
     from vdaf.prio3 import Prio3Count
 
     async def scenario() -> None:
@@ -326,8 +328,8 @@ def test_prio3_interval_is_still_collected_once(tmp_path: Path) -> None:
             async with pair.collector(pt) as c:
                 got = await c.collect(query, timeout=10, max_poll_interval=POLL)
                 assert got.aggregate_result == 2
-                with pytest.raises(CollectionError, match="batchOverlap"):
-                    await c.collect(query, timeout=5, max_poll_interval=POLL)
+                again = await c.collect(query, timeout=5, max_poll_interval=POLL)
+                assert (again.aggregate_result, again.report_count) == (2, got.report_count)
 
     asyncio.run(scenario())
 

@@ -294,9 +294,10 @@ def test_collection_job_resource(tmp_path: Path) -> None:
 
 
 def test_fixed_size_by_batch_id(tmp_path: Path) -> None:
-    """fixed_size: current_batch gives a batch ID; asking for it again by_batch_id is
-    refused (Prio3 has one aggregation parameter, so a collected batch has been queried
-    as often as it may be); an unknown batch ID is batchInvalid."""
+    """fixed_size: current_batch gives a batch ID; asking for it by_batch_id gets the
+    result already released for it (Section 4.6.5.2.1: a batch ID "it returned in a
+    previous collection"; the same result, not computed nor noised again); a batch ID
+    never returned (unknown, or a batch still filling) is batchInvalid."""
     async def go() -> None:
         async with AggregatorPair(tmp_path) as pair:
             pt = pair.provision(Prio3CountV08(2), min_batch_size=2, profile=DAP_09,
@@ -309,7 +310,20 @@ def test_fixed_size_by_batch_id(tmp_path: Path) -> None:
                     m09.Query.fixed_size(m09.FixedSizeQuery.current_batch()), timeout=30)
                 assert first.report_count == 2 and first.aggregate_result == 1
                 assert first.batch_id is not None
-                for batch_id, token in ((first.batch_id, "batchQueriedTooManyTimes"),
+                again = await collector.collect(m09.Query.fixed_size(
+                    m09.FixedSizeQuery.by_batch_id(first.batch_id)), timeout=10)
+                assert (again.batch_id, again.report_count, again.aggregate_result) == \
+                    (first.batch_id, 2, 1)
+            async with pair.client(pt) as client:  # a new batch, still filling
+                assert (await client.upload([1])).accepted == 1
+            for _ in range(200):
+                with pair.leader_state.datastore.transaction() as tx:
+                    filling = tx.list_leader_batches(bytes(pt.task.task_id), ("open",))
+                if filling:
+                    break
+                await asyncio.sleep(0.02)
+            async with pair.collector(pt) as collector:
+                for batch_id, token in ((filling[0].batch_id, "batchInvalid"),
                                         (secrets.token_bytes(32), "batchInvalid")):
                     try:
                         await collector.collect(m09.Query.fixed_size(

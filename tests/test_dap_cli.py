@@ -193,8 +193,11 @@ def test_by_hand_flow(tmp_path: Path, servers: dict[str, Any], profile: str) -> 
     proc = ppm("collect", "--task", str(out2 / "collector-task.json"), "--current-batch")
     assert proc.returncode == 0, proc.stderr
     assert "reports:  3" in proc.stdout and "[3, 3, 4]" in proc.stdout, proc.stdout
-    # The first task's interval was collected once; asking again is a batch overlap.
-    proc = ppm("collect", "--task", str(collector_file), "--interval", f"{start},3600")
+    # The first task's interval was collected once; asking again gets the result it
+    # released (stored, not computed again); an overlapping interval is a batch overlap.
+    again = ppm_json("collect", "--task", str(collector_file), "--interval", f"{start},3600")
+    assert (again["report_count"], again["result"]) == (7, [2, 3, 1, 1])
+    proc = ppm("collect", "--task", str(collector_file), "--interval", f"{start},7200")
     assert proc.returncode != 0 and "batchOverlap" in proc.stderr
 
 

@@ -783,10 +783,15 @@ def test_aggregation_job_idempotency_steps_and_deletion(tmp_path: Path,
                 for req, token in (
                         (replace(cont, step=0), "invalidMessage"),
                         (replace(cont, step=2), "stepMismatch"),
-                        (cont, "invalidMessage")):
+                        (cont, "invalidMessage"),
+                        # The job is finished: an empty continuation is refused too (it
+                        # used to overwrite the stored response with an empty one).
+                        (AggregationJobContinueReq(1, ()), "invalidMessage")):
                     resp2 = await env.request("POST", job_url, req.encode(),
                                               "AggregationJobContinueReq")
                     env.assert_problem(resp2, token)
+                stored = await env.request("GET", job_url + "?step=0")
+                assert (stored.status, stored.body) == (200, resp.body)
                 resp2 = await env.request("POST", job_url, b"\x00",
                                           "AggregationJobContinueReq")
                 env.assert_problem(resp2, "invalidMessage")
@@ -905,8 +910,9 @@ def test_collection_job_request_errors(tmp_path: Path) -> None:
 
 
 def test_collection_below_min_batch_size_and_overlap(tmp_path: Path) -> None:
-    """A batch below min_batch_size is never released; once collected, it cannot be
-    collected again, nor can an overlapping interval."""
+    """A batch below min_batch_size is never released; once collected, it is never
+    computed again (the same query gets the stored result) and an overlapping interval
+    is refused."""
     async def run() -> None:
         async with environment(tmp_path, min_batch_size=3) as env:
             now = env.now()
@@ -930,6 +936,7 @@ def test_collection_below_min_batch_size_and_overlap(tmp_path: Path) -> None:
             assert resp.status == 200
             assert resp.headers["Content-Type"] == \
                 "application/ppm-dap;message=collection-job-resp"
+            released = resp.body
             await settle(env.pair)
             with unchanged(env.pair):
                 # A retried identical POST: the same job, the same result.
@@ -949,8 +956,14 @@ def test_collection_below_min_batch_size_and_overlap(tmp_path: Path) -> None:
             resp = await env.request("GET", url, token="collector")
             assert resp.status == 404
             assert resp.problem["taskid"] == b64(env.task_id)
-            env.assert_problem(await env.start_collection(body), "batchOverlap")
+            # The same query again: a new job with the stored result, byte for byte (the
+            # batch is not computed, nor noised, a second time).
+            again = await env.start_collection(body)
+            assert again.status == 201 and again.headers["Location"] != location
+            assert (await poll_collection(env, again.headers["Location"])).body == released
             assert count(env.pair.leader_state, "SELECT COUNT(*) FROM collected_intervals") == 1
+            assert count(env.pair.helper_state,
+                         "SELECT COUNT(*) FROM aggregate_share_jobs") == 1
     asyncio.run(run())
 
 

@@ -67,7 +67,9 @@ background work; collection requests (random intervals; leader-selected) and the
 retries; driving collections; polling them (and deleting finished leader-selected
 jobs, so that the next identical request makes a new job); arming a crash; restarts;
 clock jumps; stale deliveries; a forged replay (report shares the Helper already
-aggregated, sent in a new job, as a misbehaving Leader would: all must be rejected).
+aggregated, sent in a new job, as a misbehaving Leader would: all must be rejected);
+the attacker's moves of issue 12 (`trickle`: a burst of single-report uploads into one
+recent interval, interleaved with background work).
 
 Invariants, after every operation, read from both SQLite files:
   I1  no report ID is in two finished report aggregations of one Aggregator, and the
@@ -85,7 +87,10 @@ Invariants, after every operation, read from both SQLite files:
       two released batches; no report with a corrupted share is ever counted;
   I6  no collection fails with batchMismatch (the Aggregators are honest);
   I7  the Leader freezes (marks collected) only batches that a collection job is
-      releasing, and the Helper only batches the Leader froze.
+      releasing, and the Helper only batches the Leader froze;
+  I8  a pending time-interval collection job never has reports of its interval that
+      were uploaded after its cutoff aggregated while it waits (the `trickle` move:
+      collection completes the pending jobs and moves on, DAP-18 Section 4.6.1).
 At the end the faults stop and the system runs until quiet; then every stored report is
 aggregated or failed for a legitimate reason (corrupted share, or its interval was
 collected first), and the Leader and the Helper agree on every batch bucket.
@@ -427,6 +432,9 @@ class SimTask:
     pending_collections: list[Collection] = field(default_factory=list)
     collection_urls: dict[str, Any] = field(default_factory=dict)  # job URL -> request
     released: dict[bytes, str] = field(default_factory=dict)   # report ID -> job URL
+    # job URL -> the result it released: a repeated query for a released batch gets the
+    # stored result (the same bytes) under another job, which is not a second release.
+    release_bodies: dict[str, bytes] = field(default_factory=dict)
     verified: set[str] = field(default_factory=set)
 
     def __post_init__(self) -> None:
@@ -745,8 +753,11 @@ class Simulation:
                    for r in leader_ids), (result.interval, leader_ids)
         if url not in task.verified:
             for rid in leader_ids:
-                assert rid not in task.released, "a report in two released batches"
-                task.released[rid] = url
+                assert rid not in task.released or \
+                    task.release_bodies[task.released[rid]] == body, \
+                    "a report in two released batches"
+                task.released.setdefault(rid, url)
+            task.release_bodies[url] = body
             task.verified.add(url)
             self.counts["collections"] = self.counts.get("collections", 0) + 1
 
@@ -828,11 +839,45 @@ class Simulation:
     def op_jump(self) -> None:
         self.now += self.rng.choice([30.0, 65.0, 200.0])
 
+    # -- attacker moves (issue 12): each a small op of its own ------------------------------
+
+    def op_trickle(self) -> None:
+        """A trickle of single-report uploads into one recent interval of the time-interval
+        task, interleaved with the Leader's background work, as during a collection
+        (issue 12: about 200 uploads/s into a past hour kept it uncollectable). Invariant
+        I8 checks that a pending collection job never waits for them."""
+        task = next(t for t in self.tasks if t.ti)
+        seconds = self.now - self.rng.choice([0, 1, 2]) * PRECISION
+        for _ in range(self.rng.randint(3, 12)):
+            self.now += self.rng.uniform(0.0, 0.3)
+            report = self.fresh_report(task, seconds)
+            self.upload(task, self.flow.encode_upload([report]))
+            if self.rng.random() < 0.5:
+                step = self.rng.choice([self.op_create_jobs, self.op_step_jobs,
+                                        self.op_helper_work, self.op_drive_collections])
+                step()
+        self.counts["trickled"] = self.counts.get("trickled", 0) + 1
+
+    def fresh_report(self, task: SimTask, seconds: float) -> Any:
+        """A new, valid report of `task` at `seconds`, recorded for the invariants."""
+        m = task.measure(self.rng)
+        rid = self.rng.randbytes(16)
+        vdaf = task.pt.task.vdaf()
+        report = self.flow.generate_report(
+            task.pt.task, m, time=self.flow.report_time(task.pt.task, seconds),
+            leader_hpke_config=self.configs["leader"],
+            helper_hpke_config=self.configs["helper"], vdaf=vdaf,
+            report_id=rid, rand=self.rng.randbytes(vdaf.RAND_SIZE))
+        task.measurement[rid] = m
+        task.reports.append(report)
+        return report
+
     OPS: list[tuple[str, float]] = [
         ("upload", 14), ("retry_upload", 2), ("create_jobs", 12), ("step_jobs", 12),
         ("helper_work", 6), ("collect", 3), ("retry_collection", 1),
         ("drive_collections", 6), ("poll_collections", 3), ("arm_crash", 1.5),
         ("restart", 4), ("stale_delivery", 1.5), ("forged_replay", 1), ("jump", 0.7),
+        ("trickle", 1.5),
     ]
 
     def step(self) -> str:
@@ -953,6 +998,8 @@ class Simulation:
             "ON r.task_id=j.task_id AND r.job_id=j.job_id WHERE r.task_id=? AND "
             "j.state='active' AND r.state IN ('active', 'finished_outbound')", (tid,))}
         assert states.get("in_job", set()) == in_active
+        if task.ti:
+            self.check_no_wait_on_late_reports(task)
         # I4 and I6
         minimum = task.pt.task.min_batch_size
         for resp, error in lconn.execute("SELECT response, error FROM collection_jobs "
@@ -963,6 +1010,21 @@ class Simulation:
         for (req,) in hconn.execute("SELECT request FROM aggregate_share_jobs WHERE task_id=? "
                                     "AND state!='failed'", (tid,)):
             assert self.wire.decode_share_req(task.core, bytes(req)).report_count >= minimum
+
+    def check_no_wait_on_late_reports(self, task: SimTask) -> None:
+        """I8: a pending time-interval collection job completes the aggregation jobs it
+        found and moves on: no report of its interval uploaded after its cutoff is put
+        in an aggregation job while it waits (they wait for it instead)."""
+        lconn = self.db["leader"]
+        for request, cutoff, created in lconn.execute(
+                "SELECT request, cutoff, created_at FROM collection_jobs WHERE task_id=? "
+                "AND state='start'", (task.tid,)):
+            iv = self.wire.decode_collection_req(task.core, bytes(request)).interval
+            late = lconn.execute(
+                "SELECT COUNT(*) FROM client_reports WHERE task_id=? AND state IN "
+                "('in_job', 'aggregated') AND time>=? AND time<? AND created_at>?",
+                (task.tid, int(iv.start), iv.end, cutoff or created)).fetchone()[0]
+            assert late == 0, "I8: a collection job waits for reports uploaded after it"
 
     def collected_buckets(self, role: str, task: SimTask,
                           buckets: dict[bytes, Any]) -> list[bytes]:

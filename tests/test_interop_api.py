@@ -251,7 +251,7 @@ def _collector_task(version: str = "dap-18", **changes: Any) -> dict[str, Any]:
     if version == "dap-09":
         body.update(query_type=1)
     else:
-        body.update(helper="http://127.0.0.1:2/dap/", batch_mode=1, min_batch_size=1,
+        body.update(helper="http://127.0.0.1:2/dap/", batch_mode=1, min_batch_size=2,
                     time_precision=3600)
     if version == "dap-19":  # batch_mode alone means dap-18: name the version
         body.update(dap_version="dap-19")
@@ -265,7 +265,7 @@ def _aggregator_task(version: str, hpke: str, **changes: Any) -> dict[str, Any]:
             "vdaf_verify_key": fields.b64encode(bytes(16 if version == "dap-09" else 32)),
             "collector_hpke_config": hpke}
     if version == "dap-09":
-        body.update(helper="http://127.0.0.1:2/dap/", min_batch_size=1, time_precision=3600,
+        body.update(helper="http://127.0.0.1:2/dap/", min_batch_size=2, time_precision=3600,
                     max_batch_query_count=1, task_expiration=2_000_000_000)
     return _drop_none({**body, **changes})
 
@@ -344,6 +344,10 @@ AGGREGATOR_ADD_TASK_ERRORS: dict[str, list[tuple[dict[str, Any], str]]] = {
         ({"leader_authentication_token": None}, "missing field leader_authentication_token"),
         ({"leader_authentication_token": "a b"}, "not safe as an HTTP header value"),
         ({"role": "helper"}, "role 'helper' sent to the leader"),
+        # Provisioning limits (dap.core.tasks.check_task_limits).
+        ({"min_batch_size": 1}, "below this Aggregator's floor of 2"),
+        ({"vdaf": {"type": "Prio3Histogram", "length": str(2**30), "chunk_length": "32768"}},
+         "this Aggregator runs at most 65536"),
     ],
     "dap-18": [
         ({"vdaf_verify_key": fields.b64encode(bytes(3))}, "vdaf_verify_key must be 32 bytes"),
@@ -398,7 +402,7 @@ def test_aggregator_and_client_errors(nodes: dict[str, str], version: str) -> No
     assert out == {"status": "success"}
     # Same task again: idempotent; a different one under the same ID: refused.
     assert post(leader, agg)[1]["status"] == "success"
-    out = post(leader, {**agg, "min_batch_size": 2})[1]
+    out = post(leader, {**agg, "min_batch_size": 3})[1]
     assert out["status"] == "error" and "different task" in out["error"]
 
     upload = f"{nodes['client']}/internal/test/upload"

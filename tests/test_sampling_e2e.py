@@ -136,7 +136,9 @@ def _aggregator(tmp: Path, name: str, role: str, evil: bool = False,
     port = free_port()
     config = {"role": role, "datastore": f"{name}.sqlite", "listen_port": port,
               "admin_token": TOKEN, "sqlite_synchronous": "NORMAL", "worker_interval": 0.02,
-              "retry_after": 0, "straggler_age": 0.0, **overrides}
+              "retry_after": 0, "straggler_age": 0.0,
+              # Tasks of one or two reports: the development setting of the floor.
+              "min_batch_size_floor": 1, **overrides}
     path = tmp / f"{name}.json"
     path.write_text(json.dumps(config))
     argv = ([sys.executable, "-c", EVIL_LEADER, str(path)] if evil

@@ -409,7 +409,9 @@ def register(subparsers: Any) -> None:
                    "DAP-09's fixed_size")
     g.add_argument("--batch-mode", type=batch_mode_arg, default="time-interval",
                    help="time-interval (default) or leader-selected")
-    g.add_argument("--min-batch-size", type=positive_int, default=10)
+    g.add_argument("--min-batch-size", type=positive_int, default=10,
+                   help="default 10; an Aggregator refuses less than its "
+                   "min_batch_size_floor (default 2)")
     g.add_argument("--max-batch-size", type=positive_int,
                    help="leader-selected: how many reports the Leader puts in a batch "
                    "(default: min-batch-size)")

@@ -33,8 +33,14 @@ def bucket_for(task: AggregatorTask, report_time: int, batch_id: bytes | None) -
 
 def commit_error(tx: Transaction, task: AggregatorTask, report_id: bytes, report_time: int,
                  bucket: bytes, agg_param: bytes = b"") -> ReportError | None:
-    """The checks before committing an output share (Section 4.5.3.3). A VDAF with an
-    aggregation parameter has its own (`agg_params.replay_error`)."""
+    """The checks before committing an output share (Section 4.5.3.3), and the report
+    whose replay state this Aggregator may have evicted (`dap.core.retention`): DAP-18
+    Section 4.5.2.4, "If an Aggregator cannot determine if an input share is valid ...
+    it MUST mark the input share as invalid with error report_dropped". A VDAF with an
+    aggregation parameter has its own replay checks (`agg_params.replay_error`)."""
+    horizon = tx.get_eviction_horizon(task.task_id)
+    if horizon is not None and report_time < horizon:
+        return ReportError.REPORT_DROPPED
     if agg_params.uses_agg_param(task):
         return agg_params.replay_error(tx, task, report_id, report_time, agg_param)
     if task.batch_mode == BatchMode.TIME_INTERVAL:
@@ -70,7 +76,7 @@ def commit_output_shares(tx: Transaction, task: AggregatorTask, agg_param: bytes
         err = commit_error(tx, task, share.report_id, share.time, share.bucket, agg_param)
         if err is None and not (
                 agg_params.record_aggregated(tx, task, share.report_id, agg_param) if per_param
-                else tx.mark_report_aggregated(task.task_id, share.report_id)):
+                else tx.mark_report_aggregated(task.task_id, share.report_id, share.time)):
             err = ReportError.REPORT_REPLAYED
         if err is not None:
             failed[bytes(share.report_id)] = err

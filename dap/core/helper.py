@@ -338,6 +338,14 @@ def continue_aggregation_job(tx: Transaction, task: AggregatorTask, job_id: byte
     if step != job.step + 1:
         raise DapProblem("stepMismatch", f"job is at step {job.step}, request for step "
                          f"{step}", task_id=tid)
+    if job.state != AggregationJobState.ACTIVE or job.response is None:
+        # No report of a finished job awaits a continuation (Section 4.5.4.2: each report
+        # ID must correspond to a Continued state, else invalidMessage). Checked for the
+        # job as a whole, so that an empty request does not pass vacuously and overwrite
+        # the stored response; a job an asynchronous Helper has not initialized yet has
+        # no Continued state either.
+        raise DapProblem("invalidMessage", f"the aggregation job is {job.state}: no report "
+                         "awaits a continuation", task_id=tid)
     records = tx.get_report_aggregations(tid, job.job_id)
     active = {r.report_id: r for r in records if r.state == ReportAggregationState.ACTIVE}
     ids = [rid for rid, _ in continues]
@@ -362,6 +370,7 @@ def continue_aggregation_job(tx: Transaction, task: AggregatorTask, job_id: byte
         if isinstance(state, Rejected):
             rec.state = ReportAggregationState.REJECTED
             rec.error = int(ReportError.VDAF_VERIFY_ERROR)
+            rec.verify_state = None
             responses.append(_reject(rec.report_id, ReportError.VDAF_VERIFY_ERROR))
         elif isinstance(state, Continued):
             rec.verify_state = vdaf.encode_verify_state(state.verify_state)
@@ -376,6 +385,7 @@ def continue_aggregation_job(tx: Transaction, task: AggregatorTask, job_id: byte
         tx.update_report_aggregation(rec)
     for rec in active.values():  # omitted by the Leader: it rejected them
         rec.state, rec.error = ReportAggregationState.REJECTED, int(ReportError.VDAF_VERIFY_ERROR)
+        rec.verify_state = None
         tx.update_report_aggregation(rec)
     failed = commit_output_shares(tx, task, job.agg_param, [s for _, s, _ in to_commit])
     by_id = {r.report_id: i for i, r in enumerate(responses)}
@@ -389,6 +399,7 @@ def continue_aggregation_job(tx: Transaction, task: AggregatorTask, job_id: byte
             responses[by_id[rec.report_id]] = (Resp(rec.report_id, VerifyRespType.CONTINUE,
                                                     out) if out is not None
                                                else Resp(rec.report_id, VerifyRespType.FINISH))
+        rec.verify_state = None  # final: no longer needed
         tx.update_report_aggregation(rec)
     job.step = step
     job.last_continue_hash = digest(body)
@@ -403,6 +414,9 @@ def continue_aggregation_job(tx: Transaction, task: AggregatorTask, job_id: byte
 def get_aggregation_job(tx: Transaction, task: AggregatorTask, job_id: bytes,
                         step: int | None) -> JobResult:
     job = _get_job(tx, task, job_id)
+    if job.state == AggregationJobState.ABANDONED:
+        raise DapProblem("invalidMessage", f"the aggregation job failed: {job.error}",
+                         task_id=task.task_id)
     if step is not None and step != job.step:
         raise DapProblem("stepMismatch", f"job is at step {job.step}", task_id=task.task_id)
     if job.response is None:
@@ -439,9 +453,14 @@ def create_aggregate_share(tx: Transaction, task: AggregatorTask, body: bytes,
     request_hash = digest(body)
     existing = tx.find_aggregate_share_job_by_hash(task.task_id, request_hash)
     if existing is not None:
+        # The same request gets the same answer: the stored share (its DP noise is drawn
+        # once per batch) or the stored failure.
         if existing.state == AggregateShareJobState.FAILED:
             raise DapProblem(existing.error or "invalidMessage", existing.error_detail or "",
                              task_id=task.task_id)
+        if existing.state == AggregateShareJobState.DELETED:
+            raise DapProblem("batchOverlap", "the batch was collected and its aggregate "
+                             "share deleted", task_id=task.task_id)
         return ShareResult(existing.share_id, existing.response)
     tid = task.task_id
     req = task.wire.decode_share_req(task, body)
@@ -561,9 +580,12 @@ def finish_aggregate_share(tx: Transaction, task: AggregatorTask,
 
 def get_aggregate_share(tx: Transaction, task: AggregatorTask, share_id: bytes) -> ShareResult:
     job = tx.get_aggregate_share_job(task.task_id, share_id)
-    if job is None:
+    if job is None or job.state == AggregateShareJobState.DELETED:
         raise DapProblem("unrecognizedAggregateShare", "unknown aggregate share", 404,
                          task_id=task.task_id, dap_type=False)
+    if job.state == AggregateShareJobState.FAILED:
+        raise DapProblem(job.error or "invalidMessage", job.error_detail or "",
+                         task_id=task.task_id)
     if job.response is None:
         raise NotReady()
     return ShareResult(job.share_id, job.response)
@@ -577,4 +599,38 @@ def delete_aggregate_share(tx: Transaction, task: AggregatorTask, share_id: byte
                          task_id=task.task_id, dap_type=False)
     job.response = None
     job.state = AggregateShareJobState.DELETED
+    tx.update_aggregate_share_job(job)
+
+
+# -- background work that keeps failing (error isolation) ----------------------------------
+
+
+def fail_aggregation_job(tx: Transaction, job: AggregationJobRecord, reason: str) -> None:
+    """Give up an asynchronous aggregation job whose processing keeps raising: nothing of
+    it was committed (each attempt's transaction rolled back). Polling it answers a
+    problem, and the Leader abandons it (Section 4.5.5)."""
+    job.state = AggregationJobState.ABANDONED
+    job.error = reason
+    job.lease_expiry = 0.0
+    tx.update_aggregation_job(job)
+
+
+def fail_aggregate_share(tx: Transaction, task: AggregatorTask | None,
+                         job: AggregateShareJobRecord, reason: str) -> None:
+    """Give up an aggregate share whose computation keeps raising. No share was
+    released, so the batch is no longer considered collected here (as the Leader's
+    `release_refused_collection` does on its side); polling answers the error."""
+    try:
+        req = task.wire.decode_share_req(task, job.request) if task is not None else None
+    except DapProblem:
+        req = None
+    if task is not None and req is not None:
+        if req.interval is not None:
+            tx.unmark_interval_collected(task.task_id, int(req.interval.start),
+                                         req.interval.end)
+        elif req.batch_id is not None:
+            tx.unmark_buckets_collected(task.task_id, [req.batch_id])
+    job.state = AggregateShareJobState.FAILED
+    job.error = "invalidMessage"
+    job.error_detail = reason
     tx.update_aggregate_share_job(job)

@@ -7,6 +7,7 @@ the server sends it, and another transaction processes the response.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -45,6 +46,7 @@ from dap.core.rand import OS_RNG, Rng
 from dap.core.store import (
     AggregationJobRecord,
     AggregationJobState,
+    BatchResultRecord,
     ClientReportRecord,
     CollectionJobRecord,
     CollectionJobState,
@@ -56,6 +58,7 @@ from dap.core.store import (
     Transaction,
 )
 from dap.core.tasks import AggregatorTask, Keyring
+from dap.core.wire import CollReq
 from dap.dp import noise_agg_share
 from vdaf.ping_pong import (
     Continued,
@@ -92,6 +95,7 @@ def upload(tx: Transaction, task: AggregatorTask, keyring: Keyring, body: bytes,
         raise DapProblem("unsupportedExtension", "unrecognized public report extensions",
                          task_id=tid, unsupported_extensions=unsupported)
     statuses = []
+    horizon = tx.get_eviction_horizon(tid)
     for report in reports:
         md = report.report_metadata
         rid = bytes(md.report_id)
@@ -108,6 +112,9 @@ def upload(tx: Transaction, task: AggregatorTask, keyring: Keyring, body: bytes,
         elif window == ReportError.REPORT_TOO_EARLY:
             error = window
         elif window is not None:
+            error = ReportError.REPORT_DROPPED
+        elif horizon is not None and t < horizon:
+            # Its replay state may be evicted (DAP-18 Section 4.5.3.4, last check).
             error = ReportError.REPORT_DROPPED
         elif task.batch_mode == BatchMode.TIME_INTERVAL and \
                 tx.interval_overlaps_collected(tid, t, t + 1):
@@ -140,12 +147,19 @@ def create_aggregation_jobs(tx: Transaction, task: AggregatorTask, keyring: Keyr
     wait, unless the oldest has waited `straggler_age` seconds (stragglers do not stall
     collection). Job IDs and new leader-selected batch IDs are drawn from `rng`.
 
+    Reports uploaded into the interval of a pending time-interval collection job after
+    its cutoff wait (see `held_back_reports`): the job completes the aggregation jobs
+    already pending and moves on, however many reports keep arriving.
+
     A VDAF with an aggregation parameter (Poplar1) is not aggregated eagerly: its jobs are
     made for the collection jobs waiting for them (`create_jobs_for_collections`)."""
     if agg_params.uses_agg_param(task):
         return create_jobs_for_collections(tx, task, keyring, now, sizes, clock_skew, rng=rng)
     tid = task.task_id
-    reports = tx.list_new_reports(tid, sizes.max_job_size * sizes.jobs_per_pass)
+    if task.max_batch_size < 1:
+        raise ValueError(f"task {tid.hex()}: max_batch_size {task.max_batch_size} < 1")
+    reports = tx.list_new_reports(tid, sizes.max_job_size * sizes.jobs_per_pass,
+                                  held_back_reports(tx, task))
     if not reports:
         return []
     if len(reports) < sizes.min_job_size:
@@ -159,6 +173,7 @@ def create_aggregation_jobs(tx: Transaction, task: AggregatorTask, keyring: Keyr
         # The Helper refused every key this Leader has: the reports cannot be aggregated.
         tx.set_report_states(tid, [r.report_id for r in reports], ReportState.FAILED,
                              error=int(ReportError.UNKNOWN_VERIFICATION_KEY_ID))
+        tx.drop_report_encodings(tid, [r.report_id for r in reports])
         return []
     verify_key = task.verify_keys[key_id]
     ready: list[tuple[ClientReportRecord, Any, Continued]] = []
@@ -169,6 +184,7 @@ def create_aggregation_jobs(tx: Transaction, task: AggregatorTask, keyring: Keyr
                                    clock_skew)
         if isinstance(outcome, ReportError):
             tx.set_report_states(tid, [rec.report_id], ReportState.FAILED, error=int(outcome))
+            tx.drop_report_encodings(tid, [rec.report_id])
         else:
             state, bounds[bytes(rec.report_id)] = outcome
             ready.append((rec, report, state))
@@ -187,6 +203,9 @@ def _leader_init_one(tx: Transaction, task: AggregatorTask, keyring: Keyring,
     md = report.report_metadata
     rid = bytes(md.report_id)
     t = rec.time
+    horizon = tx.get_eviction_horizon(task.task_id)
+    if horizon is not None and t < horizon:
+        return ReportError.REPORT_DROPPED
     if agg_params.uses_agg_param(task):
         replayed = agg_params.replay_error(tx, task, rid, t, agg_param)
         if replayed is not None:
@@ -359,6 +378,15 @@ def _pending_for_collection(tx: Transaction, task: AggregatorTask, job: Collecti
     return in_job + len(_eligible_reports(tx, task, job, interval, agg_param))
 
 
+def reaggregated(task: AggregatorTask) -> bool:
+    """Whether the Leader aggregates a report again after it was aggregated, from its
+    stored encoding: for a VDAF with an aggregation parameter (Poplar1: once per
+    parameter, `dap.core.agg_params`). Prio3's aggregation parameter is empty (VDAF
+    Section 7): its reports are aggregated once, and a final report's encoding is dropped
+    (storage, see `dap.core.retention`); a failed report's always is."""
+    return agg_params.uses_agg_param(task)
+
+
 # -- stepping a job with the Helper (Sections 4.5.2.1, 4.5.4.1) ------------------------------
 
 # A job's reports that still expect an answer from the Helper.
@@ -427,9 +455,13 @@ def process_aggregation_job_response(tx: Transaction, task: AggregatorTask,
         rec.state, rec.error = ((ReportAggregationState.REJECTED, int(err)) if err
                                 else (ReportAggregationState.FINISHED, None))
     for rec in records:
+        if rec.state in (ReportAggregationState.FINISHED, ReportAggregationState.REJECTED):
+            rec.verify_state = None  # no longer needed (a Histogram's is L field elements)
         tx.update_report_aggregation(rec)
     done = [r.report_id for r in records if r.state == ReportAggregationState.FINISHED]
     tx.set_report_states(tid, done, ReportState.AGGREGATED, job.job_id)
+    if not reaggregated(task):
+        tx.drop_report_encodings(tid, done)
     unknown_key = int(ReportError.UNKNOWN_VERIFICATION_KEY_ID)
     retry = [r.report_id for r in records
              if r.state == ReportAggregationState.REJECTED and r.error == unknown_key
@@ -443,27 +475,33 @@ def process_aggregation_job_response(tx: Transaction, task: AggregatorTask,
     for rec in records:
         if rec.state == ReportAggregationState.REJECTED and rec.report_id not in retry:
             tx.set_report_states(tid, [rec.report_id], ReportState.FAILED, job.job_id, rec.error)
+            tx.drop_report_encodings(tid, [rec.report_id])
     if continues:
         job.step += 1
         job.request = task.wire.encode_continue_req(job.step, continues)
     else:
         job.state = AggregationJobState.FINISHED
+        job.request = b""  # never sent again (it holds every report's shares)
     job.attempts = 0
     tx.update_aggregation_job(job)
     return job.state
 
 
-def abandon_aggregation_job(tx: Transaction, task: AggregatorTask, job: AggregationJobRecord,
-                            reason: str) -> None:
+def abandon_aggregation_job(tx: Transaction, task: AggregatorTask | None,
+                            job: AggregationJobRecord, reason: str) -> None:
     """Abandon a job (Section 4.5.5). Its unfinished reports are not retried: the Helper
     may have committed some of them, and aggregating them again elsewhere could make the
-    Aggregators' batches disagree."""
+    Aggregators' batches disagree. (`task` may be None: a job whose task was deleted, or
+    cannot be loaded, is abandoned all the same.)"""
     job.state = AggregationJobState.ABANDONED
     job.error = reason
+    job.lease_expiry = 0.0
+    job.request = b""
     tx.update_aggregation_job(job)
-    pending = [r.report_id for r in tx.get_report_aggregations(task.task_id, job.job_id)
+    pending = [r.report_id for r in tx.get_report_aggregations(job.task_id, job.job_id)
                if r.state in _UNFINISHED]
-    tx.set_report_states(task.task_id, pending, ReportState.FAILED, job.job_id)
+    tx.set_report_states(job.task_id, pending, ReportState.FAILED, job.job_id)
+    tx.drop_report_encodings(job.task_id, pending)
 
 
 # -- collection (Section 4.6) --------------------------------------------------------------
@@ -502,6 +540,16 @@ def create_collection_job(tx: Transaction, task: AggregatorTask, body: bytes,
     except ValueError:
         raise DapProblem("invalidAggregationParameter", "invalid aggregation parameter",
                          task_id=tid) from None
+    new_id = job_id or rng.token_bytes(16)
+    # A batch is released once: a query for a batch already released gets the stored
+    # result (the same bytes, no new noise) or is refused; it never computes it again.
+    stored = released_result(tx, task, req, body)
+    if stored is not None:
+        job = CollectionJobRecord(tid, new_id, body, request_hash, CollectionJobState.FINISHED,
+                                  batch_id=req.batch_id, response=stored.response,
+                                  created_at=now, next_attempt_at=now, cutoff=now)
+        tx.put_collection_job(job)
+        return job.job_id
     if agg_params.uses_agg_param(task):
         # Collected once per parameter, by time interval only (dap.core.agg_params).
         agg_params.check_batch(tx, task, req.interval, req.agg_param)
@@ -509,26 +557,77 @@ def create_collection_job(tx: Transaction, task: AggregatorTask, body: bytes,
         check_batch_interval(tx, task, req.interval, overlap=False)
     elif req.interval is not None:
         check_batch_interval(tx, task, req.interval)
-    batch_id = None
+        horizon = tx.get_eviction_horizon(tid)
+        if horizon is not None and req.interval.end <= horizon:
+            raise DapProblem("invalidBatchSize", "the batch interval is older than the "
+                             "reports this Aggregator keeps (report_expiry_age)", task_id=tid)
     if req.batch_id is not None:
-        # DAP-09 by_batch_id: a batch the Leader made (Section 4.6.5.2.1).
-        known = {b.batch_id: b for b in tx.list_leader_batches(tid, tuple(LeaderBatchState))}
-        batch = known.get(req.batch_id)
-        if batch is None:
-            raise DapProblem("batchInvalid", "unknown batch ID", task_id=tid)
-        if batch.state != LeaderBatchState.OPEN or tx.is_bucket_collected(tid, req.batch_id):
-            # Prio3 has one aggregation parameter: a collected batch has been queried as
-            # often as DAP-09 Section 4.6.5 allows, whatever max_batch_query_count is.
+        # DAP-09 by_batch_id (Section 4.6.5.2.1, boundary check): "the Leader checks that
+        # the provided batch ID corresponds to a batch ID it returned in a previous
+        # collection for the task". Such a batch was answered above from its stored
+        # result; a batch never handed to the Collector (still filling, or unknown) is
+        # not a valid batch to query by ID.
+        if tx.list_batch_results(tid, req.batch_id):
+            # Released for another aggregation parameter: Prio3 has one, so the batch has
+            # been queried as often as DAP-09 Section 4.6.5 allows.
             raise DapProblem("batchQueriedTooManyTimes", "the batch was already collected",
                              task_id=tid)
-        batch.state = LeaderBatchState.COLLECTING
-        tx.update_leader_batch(batch)
-        batch_id = req.batch_id
-    job = CollectionJobRecord(tid, job_id or rng.token_bytes(16), body, request_hash,
-                              CollectionJobState.START, batch_id=batch_id, created_at=now,
-                              next_attempt_at=now)
+        raise DapProblem("batchInvalid", "the batch ID was not returned by a previous "
+                         "collection (DAP-09 Section 4.6.5.2.1)", task_id=tid)
+    job = CollectionJobRecord(tid, new_id, body, request_hash, CollectionJobState.START,
+                              created_at=now, next_attempt_at=now, cutoff=now)
     tx.put_collection_job(job)
     return job.job_id
+
+
+def batch_key(req: CollReq, batch_id: bytes | None) -> bytes:
+    """How a batch is named among released results: its encoded Interval (time-interval,
+    in time_precision units) or its BatchID (leader-selected)."""
+    if req.interval is not None:
+        return bytes(req.interval.encode())
+    assert batch_id is not None
+    return bytes(batch_id)
+
+
+def released_result(tx: Transaction, task: AggregatorTask, req: CollReq, body: bytes
+                    ) -> BatchResultRecord | None:
+    """The stored result that answers a query for a batch already released, if any: the
+    batch's result for the same aggregation parameter, provided the Collector can
+    decrypt it under this request (`Wire.result_bound_to_request`)."""
+    if req.interval is None and req.batch_id is None:
+        return None  # leader-selected current batch: the Leader picks an unreleased one
+    stored = tx.get_batch_result(task.task_id, batch_key(req, req.batch_id), req.agg_param)
+    if stored is None:
+        return None
+    if task.wire.result_bound_to_request and stored.request != body:
+        return None
+    return stored
+
+
+def held_back_reports(tx: Transaction, task: AggregatorTask) -> list[tuple[int, int, float]]:
+    """(start, end, cutoff) per pending time-interval collection job: the reports with
+    start <= time < end uploaded after cutoff wait until the job has frozen its batch
+    (and then fail with batch_collected) or has moved its cutoff on.
+
+    DAP-18 Section 4.6.1 (DAP-09 likewise): "If the Leader has a pending aggregation job
+    that overlaps with the batch for the collection job, the Leader MUST first complete
+    the aggregation job before proceeding". The Leader completes the jobs pending when
+    the collection job arrived; it does not start new ones for the batch meanwhile, so
+    a trickle of uploads into the interval cannot keep the batch from being collected.
+    Reports uploaded after the batch is collected are the draft's: "The Leader MUST
+    discard any report pertaining to a batch that has already been collected"."""
+    if task.batch_mode != BatchMode.TIME_INTERVAL:
+        return []  # a leader-selected batch being collected takes no new jobs anyway
+    held = []
+    for job in tx.list_task_collection_jobs(task.task_id, (CollectionJobState.START,)):
+        try:
+            req = task.wire.decode_collection_req(task, job.request)
+        except DapProblem:
+            continue
+        if req.interval is not None:
+            held.append((int(req.interval.start), req.interval.end,
+                         job.cutoff or job.created_at))
+    return held
 
 
 @dataclass
@@ -577,12 +676,15 @@ def prepare_collection(tx: Transaction, task: AggregatorTask, job: CollectionJob
                 fail_collection(tx, job, "batchOverlap",
                                 "batch interval overlaps a collected batch")
                 return None
-            # Reports uploaded before the collection job must be aggregated first, and no
+            # Reports uploaded up to the job's cutoff must be aggregated first, and no
             # aggregation job touching the interval may be in flight (Section 4.6.1: the
-            # Leader MUST first complete overlapping aggregation jobs). The check and the
-            # freeze below are one transaction, so no job can start in between.
+            # Leader MUST first complete overlapping aggregation jobs). Reports uploaded
+            # after the cutoff are held back (`held_back_reports`), so this converges
+            # under a steady trickle of uploads. The check and the freeze below are one
+            # transaction, so no job can start in between.
+            cutoff = job.cutoff or job.created_at
             pending = tx.count_reports(tid, (ReportState.NEW,), int(interval.start), interval.end,
-                                       created_before=job.created_at + 1)
+                                       created_before=math.nextafter(cutoff, math.inf))
             pending += tx.count_reports(tid, (ReportState.IN_JOB,), int(interval.start),
                                         interval.end)
             if pending:
@@ -591,6 +693,10 @@ def prepare_collection(tx: Transaction, task: AggregatorTask, job: CollectionJob
             merged = merge_buckets(task, req.agg_param, records)
             if merged.report_count < required_batch_size(task, merged):
                 _maybe_give_up(tx, task, job, now, give_up_after, merged)
+                if job.state == CollectionJobState.START:
+                    # Too few: let the reports uploaded since into the batch.
+                    job.cutoff = now
+                    tx.update_collection_job(job)
                 return None
             held = rate_exceeded(task, merged)
             if held is not None:
@@ -610,6 +716,12 @@ def prepare_collection(tx: Transaction, task: AggregatorTask, job: CollectionJob
         batch_id = job.batch_id
         sel_batch = batch_id
         if job.state == CollectionJobState.START:
+            if tx.is_bucket_collected(tid, batch_id):
+                # Never released to a second collection job (a batch is chosen while
+                # open, and only its own job freezes it: this is a guard).
+                fail_collection(tx, job, "batchQueriedTooManyTimes",
+                                "the batch was collected by another collection job")
+                return None
             if tx.count_active_aggregation_jobs(tid, batch_id=batch_id):
                 return None
             records = [r for r in tx.list_buckets(tid, [batch_id]) if r.agg_param == req.agg_param]
@@ -689,6 +801,12 @@ def finish_collection(tx: Transaction, task: AggregatorTask, job: CollectionJobR
         fail_collection(tx, job, "invalidMessage", f"malformed AggregateShare: {exc}")
         return
     req = task.wire.decode_collection_req(task, job.request)
+    key = batch_key(req, job.batch_id)
+    if tx.get_batch_result(task.task_id, key, req.agg_param) is not None:
+        # Guard: the batch was released already; its noise is never drawn again.
+        fail_collection(tx, job, "batchQueriedTooManyTimes", "the batch was already "
+                        "released to another collection job")
+        return
     agg_share = share_request.merged.agg_share
     agg_share = noise_agg_share(task, agg_share, rng)
     leader_ct = task.wire.encrypt_agg_share(task, Role.LEADER, req, req.interval, job.batch_id,
@@ -699,6 +817,9 @@ def finish_collection(tx: Transaction, task: AggregatorTask, job: CollectionJobR
                                                merged.interval, leader_ct, helper_ct)
     job.state = CollectionJobState.FINISHED
     tx.update_collection_job(job)
+    # Stored with the batch: a repeated query gets these bytes (no second noise draw).
+    tx.put_batch_result(BatchResultRecord(task.task_id, key, req.agg_param, job.request,
+                                          job.response))
     if job.batch_id is not None:
         for b in tx.list_leader_batches(task.task_id, (LeaderBatchState.COLLECTING,)):
             if b.batch_id == job.batch_id:

@@ -22,7 +22,7 @@ which also refuses an unknown stored value.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from enum import StrEnum
@@ -130,7 +130,7 @@ class ClientReportRecord:
     task_id: bytes
     report_id: bytes
     time: int
-    report: bytes                   # encoded Report
+    report: bytes                   # encoded Report (emptied once it is never needed again)
     state: ReportState = ReportState.NEW
     aggregation_job_id: bytes | None = None
     error: int | None = None
@@ -210,6 +210,10 @@ class CollectionJobRecord:
     attempts: int = 0
     next_attempt_at: float = 0.0
     created_at: float = 0.0
+    # Time-interval: reports uploaded after this (Leader clock) wait for the job to
+    # freeze its batch; it moves on when the batch is still short (`leader.py`). 0: not
+    # yet looked at by the Leader's worker (created_at applies).
+    cutoff: float = 0.0
 
     def __post_init__(self) -> None:
         self.state = CollectionJobState(self.state)
@@ -226,6 +230,8 @@ class AggregateShareJobRecord:
     error: str | None = None
     error_detail: str | None = None
     created_at: float = 0.0
+    attempts: int = 0               # failed background attempts (see `error_detail`)
+    next_attempt_at: float = 0.0
 
     def __post_init__(self) -> None:
         self.state = AggregateShareJobState(self.state)
@@ -245,6 +251,31 @@ class LeaderBatchRecord:
         self.state = LeaderBatchState(self.state)
 
 
+@dataclass
+class BatchResultRecord:
+    """What the Leader released for a batch: the collection result it gave the Collector
+    (encoded `CollectionJobResp` / DAP-09 `Collection`), kept so that the same batch is
+    never computed (and noised) twice: a repeated query is answered with these bytes."""
+
+    task_id: bytes
+    batch: bytes                    # encoded Interval (time-interval) or BatchID
+    agg_param: bytes
+    request: bytes                  # the collection request that released it
+    response: bytes
+    created_at: float = 0.0
+
+
+@dataclass
+class TaskWorkRecord:
+    """Background work on a task that failed (Leader job creation): the error, and when
+    to try again (backoff), so that one broken task does not hold up the others."""
+
+    task_id: bytes
+    attempts: int
+    next_attempt_at: float
+    error: str
+
+
 class Transaction(Protocol):
     """The operations of one transaction."""
 
@@ -262,13 +293,16 @@ class Transaction(Protocol):
     def put_client_report(self, report: ClientReportRecord) -> bool: ...
     def get_client_reports(self, task_id: bytes, report_ids: list[bytes]
                            ) -> list[ClientReportRecord]: ...
-    def list_new_reports(self, task_id: bytes, limit: int) -> list[ClientReportRecord]: ...
+    def list_new_reports(self, task_id: bytes, limit: int,
+                         held: Sequence[tuple[int, int, float]] = ()
+                         ) -> list[ClientReportRecord]: ...
     def count_reports(self, task_id: bytes, states: tuple[ReportState, ...],
                       time_from: int | None = None, time_to: int | None = None,
                       created_before: float | None = None) -> int: ...
     def oldest_new_report_age(self, task_id: bytes, now: float) -> float | None: ...
     def set_report_states(self, task_id: bytes, report_ids: list[bytes], state: ReportState,
                           job_id: bytes | None = None, error: int | None = None) -> None: ...
+    def drop_report_encodings(self, task_id: bytes, report_ids: list[bytes]) -> None: ...
 
     # aggregation jobs
     def put_aggregation_job(self, job: AggregationJobRecord) -> None: ...
@@ -288,7 +322,8 @@ class Transaction(Protocol):
 
     # replay protection and batch buckets
     def is_report_aggregated(self, task_id: bytes, report_id: bytes) -> bool: ...
-    def mark_report_aggregated(self, task_id: bytes, report_id: bytes) -> bool: ...
+    def mark_report_aggregated(self, task_id: bytes, report_id: bytes,
+                               time: int | None = None) -> bool: ...
     def get_bucket(self, task_id: bytes, bucket: bytes, agg_param: bytes
                    ) -> BatchBucketRecord | None: ...
     def put_bucket(self, record: BatchBucketRecord) -> None: ...
@@ -333,14 +368,31 @@ class Transaction(Protocol):
                                 ) -> AggregateShareJobRecord | None: ...
     def find_aggregate_share_job_by_hash(self, task_id: bytes, request_hash: bytes
                                          ) -> AggregateShareJobRecord | None: ...
-    def list_aggregate_share_jobs(self, states: tuple[AggregateShareJobState, ...]
-                                  ) -> list[AggregateShareJobRecord]: ...
+    def list_aggregate_share_jobs(self, states: tuple[AggregateShareJobState, ...],
+                                  now: float | None = None) -> list[AggregateShareJobRecord]: ...
+    def list_task_collection_jobs(self, task_id: bytes, states: tuple[CollectionJobState, ...]
+                                  ) -> list[CollectionJobRecord]: ...
+    def get_batch_result(self, task_id: bytes, batch: bytes, agg_param: bytes
+                         ) -> BatchResultRecord | None: ...
+    def list_batch_results(self, task_id: bytes, batch: bytes) -> list[BatchResultRecord]: ...
+    def put_batch_result(self, record: BatchResultRecord) -> bool: ...
 
     # Leader: leader-selected batches
     def put_leader_batch(self, batch: LeaderBatchRecord) -> None: ...
     def update_leader_batch(self, batch: LeaderBatchRecord) -> None: ...
     def list_leader_batches(self, task_id: bytes, states: tuple[LeaderBatchState, ...]
                             ) -> list[LeaderBatchRecord]: ...
+
+    # background work that failed, per task (error isolation)
+    def get_task_work(self, task_id: bytes) -> TaskWorkRecord | None: ...
+    def put_task_work(self, record: TaskWorkRecord) -> None: ...
+    def delete_task_work(self, task_id: bytes) -> None: ...
+
+    # retention (dap.core.retention): what the Aggregator has evicted, and the evictions
+    def get_eviction_horizon(self, task_id: bytes) -> int | None: ...
+    def set_eviction_horizon(self, task_id: bytes, horizon: int) -> None: ...
+    def evict_reports_before(self, task_id: bytes, horizon: int) -> int: ...
+    def delete_finished_jobs(self, task_id: bytes | None, created_before: float) -> int: ...
 
 
 class Datastore(Protocol):

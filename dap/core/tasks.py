@@ -63,16 +63,140 @@ class TaskOptions:
 
     @classmethod
     def from_json(cls, text: str) -> TaskOptions:
-        data = json.loads(text or "{}")
+        """The options of their JSON object, checked: types and ranges (a ValueError
+        naming the option otherwise). Unknown options are refused."""
+        try:
+            data = json.loads(text or "{}")
+        except ValueError:
+            raise ValueError("task options are not JSON") from None
+        if not isinstance(data, dict):
+            raise ValueError("task options must be a JSON object")
+        unknown = sorted(set(data) - _OPTION_NAMES)
+        if unknown:
+            raise ValueError(f"unknown task options {unknown}; known: {sorted(_OPTION_NAMES)}")
+        max_batch_size = data.get("max_batch_size")
+        if max_batch_size is not None:
+            max_batch_size = _int_option("max_batch_size", max_batch_size, 1, MAX_BATCH_SIZE)
         keys = data.get("verify_keys") or {}
+        if not isinstance(keys, dict):
+            raise ValueError("task option verify_keys must be an object {key ID: hex key}")
+        verify_keys = []
+        for k, v in keys.items():
+            key_id = _int_option("verify_keys key ID", _decimal(k), 1, 255)
+            if not isinstance(v, str):
+                raise ValueError(f"task option verify_keys[{k}] must be a hex string")
+            try:
+                bytes.fromhex(v)
+            except ValueError:
+                raise ValueError(f"task option verify_keys[{k}] is not hex") from None
+            verify_keys.append((key_id, v))
+        unknown_ids = data.get("helper_unknown_key_ids") or []
+        if not isinstance(unknown_ids, list):
+            raise ValueError("task option helper_unknown_key_ids must be a list")
         rate = data.get("expected_report_rate")
-        if rate is not None and not (isinstance(rate, int | float) and rate > 0):
-            raise ValueError("expected_report_rate must be a positive number")
-        return cls(max_batch_size=data.get("max_batch_size"),
+        if rate is not None and (isinstance(rate, bool) or not isinstance(rate, int | float)
+                                 or not rate > 0):
+            raise ValueError("task option expected_report_rate must be a positive number")
+        return cls(max_batch_size=max_batch_size,
                    expected_report_rate=None if rate is None else float(rate),
-                   verify_keys=tuple(sorted((int(k), str(v)) for k, v in keys.items())),
+                   verify_keys=tuple(sorted(verify_keys)),
                    helper_unknown_key_ids=tuple(sorted(
-                       int(k) for k in data.get("helper_unknown_key_ids") or ())))
+                       _int_option("helper_unknown_key_ids", k, 0, 255) for k in unknown_ids)))
+
+
+_OPTION_NAMES = {"max_batch_size", "expected_report_rate", "verify_keys",
+                 "helper_unknown_key_ids"}
+
+
+def _decimal(value: Any) -> Any:
+    return int(value) if isinstance(value, str) and value.isdecimal() else value
+
+
+def _int_option(name: str, value: Any, low: int, high: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValueError(f"task option {name} must be an integer, got {value!r}")
+    if not low <= value <= high:
+        raise ValueError(f"task option {name} must be in [{low}, {high}], got {value}")
+    return value
+
+
+# -- provisioning limits ------------------------------------------------------------------
+
+#: The smallest min_batch_size an Aggregator takes part in by default (DAP-18 Section
+#: 8.6.3 "Batch Parameters": implementations SHOULD opt out of tasks whose minimum batch
+#: size is too small). 1 would release a single Client's measurement to the Collector,
+#: with nothing aggregated; any larger value is the application's choice (and its DP
+#: policy's). A server's `min_batch_size_floor` raises it, or sets it to 1 for tests and
+#: development only.
+MIN_BATCH_SIZE_FLOOR = 2
+
+#: The largest batch size a task may ask for (min_batch_size / max_batch_size): a uint32,
+#: as DAP-18's TaskConfiguration encodes min_batch_size.
+MAX_BATCH_SIZE = 2**32 - 1
+
+#: The largest VDAF an Aggregator runs, in field elements of an encoded measurement, of
+#: an output share (an aggregate share has as many) and of a proof: 2^16. With Field128
+#: that is 1 MiB per report share or aggregate share; a Prio3Histogram of length 2^30
+#: would need 16 GiB for its aggregate share alone (a MemoryError on every pass).
+MAX_VDAF_ELEMENTS = 2**16
+
+
+def vdaf_elements(vdaf: Any) -> int:
+    """The size of a VDAF that bounds an Aggregator's memory and storage: the largest of
+    its FLP's measurement, output and proof lengths (0 for a VDAF without an FLP; a
+    VDAF of another kind states its own bound here)."""
+    flp = getattr(vdaf, "flp", None)
+    if flp is None:
+        return 0
+    return max(int(getattr(flp, name, 0)) for name in ("MEAS_LEN", "OUTPUT_LEN",
+                                                        "PROOF_LEN"))
+
+
+def check_task_limits(task: AggregatorTask, min_batch_size_floor: int = MIN_BATCH_SIZE_FLOOR
+                      ) -> None:
+    """The checks an Aggregator makes before taking part in a task (at provisioning:
+    the admin API, `ppm task create`, the interop API), beyond what the task's profile
+    checks when it decodes the task: batch sizes and the VDAF's size. Raises ValueError
+    with a one-line reason."""
+    t = task.task
+    if t.min_batch_size < min_batch_size_floor:
+        raise ValueError(f"min_batch_size {t.min_batch_size} is below this Aggregator's "
+                         f"floor of {min_batch_size_floor} (a batch of one report releases "
+                         "it to the Collector)")
+    if t.min_batch_size > MAX_BATCH_SIZE:
+        raise ValueError(f"min_batch_size {t.min_batch_size} is above {MAX_BATCH_SIZE}")
+    for name, value in (("max_batch_size", task.options.max_batch_size),
+                        ("max_batch_size", getattr(t, "max_batch_size", None))):
+        if value is not None and value < t.min_batch_size:
+            raise ValueError(f"{name} {value} is below min_batch_size {t.min_batch_size}")
+    if task.options.max_batch_size is not None and task.batch_mode != BatchMode.LEADER_SELECTED:
+        raise ValueError("task option max_batch_size applies to the leader-selected batch "
+                         "mode only")
+    check_vdaf_size(task)
+    size = task.vdaf.VERIFY_KEY_SIZE
+    for key_id, key in task.verify_keys.items():
+        if len(key) != size:
+            raise ValueError(f"verification key {key_id} is {len(key)} bytes, the VDAF needs "
+                             f"{size}")
+    _ = task.dp_policy  # an Aggregator refuses a policy it cannot apply (ValueError)
+
+
+def check_vdaf_size(task: AggregatorTask) -> None:
+    """Refuse a task whose VDAF is larger than `MAX_VDAF_ELEMENTS` (ValueError)."""
+    elements = vdaf_elements(task.vdaf)
+    if elements > MAX_VDAF_ELEMENTS:
+        raise ValueError(f"the VDAF has {elements} field elements per measurement, output "
+                         f"or proof; this Aggregator runs at most {MAX_VDAF_ELEMENTS}")
+
+
+def validate_task(record: TaskRecord, profiles: ProfileLookup,
+                  min_batch_size_floor: int = MIN_BATCH_SIZE_FLOOR) -> AggregatorTask:
+    """The task of a record an Aggregator is asked to take part in, fully checked
+    (`AggregatorTask.from_record` and `check_task_limits`); ValueError otherwise."""
+    TaskOptions.from_json(record.options)  # its own message, without the stored task's
+    task = AggregatorTask.from_record(record, profiles)
+    check_task_limits(task, min_batch_size_floor)
+    return task
 
 
 @dataclass
@@ -114,13 +238,19 @@ class AggregatorTask:
         except (DecodeError, TaskError, ValueError) as exc:
             raise ValueError(f"stored task {record.task_id.hex()} is invalid: {exc}") from exc
         role = Role.LEADER if record.role == "leader" else Role.HELPER
-        options = TaskOptions.from_json(record.options)
+        try:
+            options = TaskOptions.from_json(record.options)
+        except ValueError as exc:
+            raise ValueError(f"stored task {record.task_id.hex()}: {exc}") from None
         verify_keys = {0: record.vdaf_verify_key}
         for key_id, key in options.verify_keys:
             if not 0 <= key_id <= 255:  # uint8 verification_key_id
                 raise ValueError(f"stored task {record.task_id.hex()}: verification key ID "
                                  f"{key_id} is not a uint8")
             verify_keys[key_id] = bytes.fromhex(key)
+        if not isinstance(task.min_batch_size, int) or task.min_batch_size < 1:
+            raise ValueError(f"stored task {record.task_id.hex()}: min_batch_size must be a "
+                             "positive integer")
         return cls(record=record, task=task, role=role, options=options,
                    collector_hpke_config=collector, verify_keys=verify_keys,
                    helper_unknown_key_ids=set(options.helper_unknown_key_ids))
@@ -198,8 +328,9 @@ class TaskCache:
             record = tx.get_task(key)
             if record is None:
                 raise DapProblem("unrecognizedTask", "unknown task", 404, task_id=key)
-            task = AggregatorTask.from_record(record, self._profiles)
             try:
+                task = AggregatorTask.from_record(record, self._profiles)
+                check_vdaf_size(task)   # a task stored before the limit existed
                 _ = task.dp_policy  # an Aggregator refuses a task it cannot apply
             except ValueError as exc:
                 raise DapProblem("unrecognizedTask", f"task refused: {exc}", 404,

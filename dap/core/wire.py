@@ -147,6 +147,12 @@ class Wire:
     # with unsupportedExtension.
     extension_error: ReportError = ReportError.INVALID_MESSAGE
     extension_errors_per_report: bool = False
+    # Whether the Collector's encrypted aggregate shares are bound to the collection
+    # request (DAP-18: the CollectionJobReq is in the AggregateShareAad, Section 4.6.7),
+    # so that a released result answers only a byte-identical request; DAP-09 binds the
+    # batch selector (Section 4.6.4), so a `by_batch_id` query gets the result that a
+    # `current_batch` query released for that batch.
+    result_bound_to_request: bool = True
 
     report_cls: Any
 

@@ -174,6 +174,7 @@ def run_example(
             raise VectorError(f"the Leader made {len(jobs)} aggregation jobs, not one job "
                               "of every report")
         job = jobs[0]
+        init_request = job.request  # the Leader drops it once the job is finished
         put = profile.request("aggregation_job_init")[0] == "PUT"  # the Leader names it
         with helper_store.transaction() as tx:
             result = helper.create_aggregation_job(
@@ -221,7 +222,7 @@ def run_example(
     finally:
         leader_store.close()
         helper_store.close()
-    return ExampleRun(result.job_id, job.request, result.response, coll_id,
+    return ExampleRun(result.job_id, init_request, result.response, coll_id,
                       share_request.body, share.share_id, share.response, collection)
 
 

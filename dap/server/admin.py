@@ -25,7 +25,7 @@ from typing import Any
 from aiohttp import web
 
 from dap.core.errors import DapProblem
-from dap.core.tasks import HPKE_STATES, AggregatorTask, add_hpke_key
+from dap.core.tasks import HPKE_STATES, MIN_BATCH_SIZE_FLOOR, add_hpke_key, validate_task
 from dap.hpke import Aead, Kdf, Kem
 from dap.profiles import PROFILES, get_profile
 from dap.server.common import b64url, state
@@ -51,11 +51,15 @@ async def _json(request: web.Request) -> dict[str, Any]:
     return data
 
 
-def task_record_from_json(data: dict[str, Any]) -> TaskRecord:
+def task_record_from_json(data: dict[str, Any],
+                          min_batch_size_floor: int = MIN_BATCH_SIZE_FLOOR) -> TaskRecord:
     """A TaskRecord from the provisioning JSON (binary values in unpadded base64url):
     task_id, role, profile, config (encoded TaskConfiguration), vdaf_verify_key,
     collector_hpke_config (encoded HpkeConfig), aggregator_auth_token,
-    collector_auth_token (Leader), options (object)."""
+    collector_auth_token (Leader), options (object: see `dap.core.tasks.TaskOptions`).
+    The task is checked as the Aggregator would run it (`dap.core.tasks.validate_task`:
+    option types and ranges, batch sizes against `min_batch_size_floor`, the VDAF's size,
+    the DP policy); any problem is a 400 problem document naming it."""
     import base64
 
     def b(key: str) -> bytes:
@@ -78,13 +82,19 @@ def task_record_from_json(data: dict[str, Any]) -> TaskRecord:
     if not isinstance(profile, str) or profile not in PROFILES:
         raise DapProblem("badRequest", f"profile must be one of {sorted(PROFILES)}", 400,
                          dap_type=False)
+    options = data.get("options")
+    if options is not None and not isinstance(options, dict):
+        raise DapProblem("badRequest", "options must be a JSON object", 400, dap_type=False)
+    collector_token = data.get("collector_auth_token")
+    if collector_token is not None and not isinstance(collector_token, str):
+        raise DapProblem("badRequest", "collector_auth_token must be a string", 400,
+                         dap_type=False)
     record = TaskRecord(b("task_id"), role, profile, b("config"),
                         b("vdaf_verify_key"), b("collector_hpke_config"), token,
-                        data.get("collector_auth_token"),
-                        json.dumps(data.get("options") or {}, sort_keys=True))
+                        collector_token, json.dumps(options or {}, sort_keys=True))
     try:
         # An aggregator refuses a task it cannot run, its DP policy included.
-        _ = AggregatorTask.from_record(record, get_profile).dp_policy
+        validate_task(record, get_profile, min_batch_size_floor)
     except (ValueError, KeyError, TypeError) as exc:
         raise DapProblem("badRequest", f"task refused: {exc}", 400, dap_type=False) from None
     if role == "leader" and not record.collector_auth_token:
@@ -99,8 +109,8 @@ async def health(request: web.Request) -> web.StreamResponse:
 
 async def post_task(request: web.Request) -> web.StreamResponse:
     _check_admin(request)
-    record = task_record_from_json(await _json(request))
     st = state(request)
+    record = task_record_from_json(await _json(request), st.config.min_batch_size_floor)
     with st.datastore.transaction() as tx:
         existing = tx.get_task(record.task_id)
         if existing is not None and existing != record:

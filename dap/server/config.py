@@ -24,7 +24,18 @@ Example (every key but `role` and `datastore` is optional)::
       "ohttp_gateway": false,            # Leader: Oblivious HTTP gateway (RFC 9458) at
                                          # /.well-known/ohttp-gateway (dap/server/gateway.py)
       "ohttp_key_file": null,            # its key (default: DATASTORE.ohttp-key)
-      "log_request_peers": false         # log each request's peer address (audits, tests)
+      "log_request_peers": false,        # log each request's peer address (audits, tests)
+      "min_batch_size_floor": 2,         # refuse tasks with a smaller min_batch_size
+                                         # (1: tests and development only)
+      "max_item_attempts": 8,            # a job or task whose background work raises
+                                         # is retried with backoff, then failed
+      "report_expiry_age": 2592000,      # seconds (30 days): older reports are evicted
+                                         # and refused (report_dropped); null: never
+      "job_retention": 604800,           # seconds (7 days) finished jobs, final-state
+                                         # reports and released results are kept
+      "task_retention_after_end": 604800,  # seconds after a task's end, then its data
+                                         # is deleted (a Collector's grace period)
+      "retention_interval": 300          # seconds between retention passes
     }
 """
 
@@ -62,12 +73,31 @@ class AggregatorConfig:
     ohttp_gateway: bool = False
     ohttp_key_file: str | None = None
     log_request_peers: bool = False
+    min_batch_size_floor: int = 2
+    max_item_attempts: int = 8
+    report_expiry_age: float | None = 30 * 86400.0
+    job_retention: float | None = 7 * 86400.0
+    task_retention_after_end: float | None = 7 * 86400.0
+    retention_interval: float = 300.0
 
     def __post_init__(self) -> None:
         if self.role not in ("leader", "helper"):
             raise ValueError("role must be 'leader' or 'helper'")
         if self.min_job_size < 1 or self.max_job_size < self.min_job_size:
             raise ValueError("need 1 <= min_job_size <= max_job_size")
+        if not isinstance(self.min_batch_size_floor, int) or self.min_batch_size_floor < 1:
+            raise ValueError("min_batch_size_floor must be a positive integer")
+        if not isinstance(self.max_item_attempts, int) or self.max_item_attempts < 1:
+            raise ValueError("max_item_attempts must be a positive integer")
+        for name in ("report_expiry_age", "job_retention", "task_retention_after_end"):
+            value = getattr(self, name)
+            if value is not None and (isinstance(value, bool)
+                                      or not isinstance(value, int | float) or value <= 0):
+                raise ValueError(f"{name} must be a positive number of seconds or null")
+        if isinstance(self.retention_interval, bool) or \
+                not isinstance(self.retention_interval, int | float) or \
+                self.retention_interval <= 0:
+            raise ValueError("retention_interval must be a positive number of seconds")
         if self.taskprov_peers is not None:
             from dap.taskprov import parse_peers
 

@@ -23,6 +23,8 @@ from dap.server.common import (
     state,
     task_id_param,
 )
+from dap.server.leader import backoff, describe, task_gone
+from dap.server.retention import RetentionTimer
 from dap.storage import AggregateShareJobState, AggregationJobState
 
 log = logging.getLogger("ppm.helper")
@@ -179,12 +181,14 @@ async def worker(app: web.Application, st: AppState) -> None:
     """Process asynchronous aggregation jobs and aggregate shares; resumes whatever a
     previous process left unfinished (everything pending is in the datastore)."""
     wake = app[WAKE_KEY]
+    retention = RetentionTimer(st)
     while True:
         try:
             busy = run_pending(st)
         except Exception:  # noqa: BLE001 - keep the worker alive, log, retry later
             log.exception("helper worker step failed")
             busy = False
+        retention.maybe_run()
         if not busy:
             try:
                 # asyncio.timeout, not wait_for (see LeaderWorker.run).
@@ -198,7 +202,12 @@ async def worker(app: web.Application, st: AppState) -> None:
 
 
 def run_pending(st: AppState) -> bool:
-    """One pass over pending Helper work. Returns whether anything was done."""
+    """One pass over pending Helper work. Returns whether anything was done.
+
+    Each job and each aggregate share is processed on its own: one that raises (its
+    task deleted, a VDAF too large for memory) has its error recorded on it and is
+    retried with backoff, then failed after `max_item_attempts` (at once if its task
+    is gone); the others go on."""
     keyring = st.keyring()
     now = st.clock()
     done = False
@@ -206,23 +215,65 @@ def run_pending(st: AppState) -> bool:
         jobs = [j for j in tx.acquire_aggregation_jobs("helper", now,
                                                        min(30.0, st.config.job_lease), 8)
                 if j.response is None]
-        shares = tx.list_aggregate_share_jobs((AggregateShareJobState.START,))
+        shares = tx.list_aggregate_share_jobs((AggregateShareJobState.START,), now)
     for job in jobs:
-        task = st.task(job.task_id, Role.HELPER)
-        with st.datastore.transaction() as tx:
-            fresh = tx.get_aggregation_job(job.task_id, job.job_id)
-            if fresh is not None and fresh.response is None \
-                    and fresh.state == AggregationJobState.ACTIVE:
-                core.process_aggregation_job(tx, task, fresh, keyring, now,
-                                             st.config.clock_skew)
-                fresh.lease_expiry = 0.0
-                tx.update_aggregation_job(fresh)
+        try:
+            task = st.task(job.task_id, Role.HELPER)
+            with st.datastore.transaction() as tx:
+                fresh = tx.get_aggregation_job(job.task_id, job.job_id)
+                if fresh is not None and fresh.response is None \
+                        and fresh.state == AggregationJobState.ACTIVE:
+                    core.process_aggregation_job(tx, task, fresh, keyring, now,
+                                                 st.config.clock_skew)
+                    fresh.lease_expiry = 0.0
+                    tx.update_aggregation_job(fresh)
+        except Exception as exc:  # noqa: BLE001 - isolate the job, record the error
+            _job_failed(st, job.task_id, job.job_id, exc)
         done = True
     for share in shares:
-        task = st.task(share.task_id, Role.HELPER)
-        with st.datastore.transaction() as tx:
-            fresh_share = tx.get_aggregate_share_job(share.task_id, share.share_id)
-            if fresh_share is not None and fresh_share.state == AggregateShareJobState.START:
-                core.finish_aggregate_share(tx, task, fresh_share, rng=st.rng)
+        try:
+            task = st.task(share.task_id, Role.HELPER)
+            with st.datastore.transaction() as tx:
+                fresh_share = tx.get_aggregate_share_job(share.task_id, share.share_id)
+                if fresh_share is not None and \
+                        fresh_share.state == AggregateShareJobState.START:
+                    core.finish_aggregate_share(tx, task, fresh_share, rng=st.rng)
+        except Exception as exc:  # noqa: BLE001 - isolate the share, record the error
+            _share_failed(st, share.task_id, share.share_id, exc)
         done = True
     return done
+
+
+def _job_failed(st: AppState, task_id: bytes, job_id: bytes, exc: BaseException) -> None:
+    log.warning("aggregation job %s failed: %s", job_id.hex(), describe(exc))
+    with st.datastore.transaction() as tx:
+        fresh = tx.get_aggregation_job(task_id, job_id)
+        if fresh is None or fresh.state != AggregationJobState.ACTIVE:
+            return
+        fresh.attempts += 1
+        if task_gone(exc) or fresh.attempts >= st.config.max_item_attempts:
+            core.fail_aggregation_job(tx, fresh, describe(exc))
+            return
+        fresh.error = describe(exc)
+        fresh.next_attempt_at = st.clock() + backoff(fresh.attempts)
+        fresh.lease_expiry = 0.0
+        tx.update_aggregation_job(fresh)
+
+
+def _share_failed(st: AppState, task_id: bytes, share_id: bytes, exc: BaseException) -> None:
+    log.warning("aggregate share %s failed: %s", share_id.hex(), describe(exc))
+    try:
+        task = st.task(task_id, Role.HELPER)
+    except Exception:  # noqa: BLE001 - the task is gone or cannot be loaded
+        task = None
+    with st.datastore.transaction() as tx:
+        fresh = tx.get_aggregate_share_job(task_id, share_id)
+        if fresh is None or fresh.state != AggregateShareJobState.START:
+            return
+        fresh.attempts += 1
+        if task is None or fresh.attempts >= st.config.max_item_attempts:
+            core.fail_aggregate_share(tx, task, fresh, describe(exc))
+            return
+        fresh.error_detail = describe(exc)
+        fresh.next_attempt_at = st.clock() + backoff(fresh.attempts)
+        tx.update_aggregate_share_job(fresh)

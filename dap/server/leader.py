@@ -23,7 +23,7 @@ from aiohttp import web
 
 from dap.common import Role
 from dap.core import leader as core
-from dap.core.errors import NotReady
+from dap.core.errors import DapProblem, NotReady
 from dap.problems import ProblemDocument, ProblemDocumentError
 from dap.server.common import (
     AppState,
@@ -37,11 +37,13 @@ from dap.server.common import (
     state,
     task_id_param,
 )
+from dap.server.retention import RetentionTimer
 from dap.storage import (
     AggregationJobRecord,
     AggregationJobState,
     CollectionJobRecord,
     CollectionJobState,
+    TaskWorkRecord,
 )
 from dap.taskprov import advertisement_headers
 
@@ -144,8 +146,19 @@ def add_routes(app: web.Application) -> None:
 # -- background work -----------------------------------------------------------------------
 
 
-def backoff(attempts: int) -> float:
-    return float(min(30.0, 0.1 * 2 ** min(attempts, 10)))
+def backoff(attempts: int, cap: float = 30.0) -> float:
+    return float(min(cap, 0.1 * 2 ** min(attempts, 20)))
+
+
+def describe(exc: BaseException) -> str:
+    """An exception as the one line recorded on the item whose work raised it."""
+    return f"{type(exc).__name__}: {exc}"[:500]
+
+
+def task_gone(exc: BaseException) -> bool:
+    """Whether work failed because its task no longer exists (deleted through the admin
+    API) or can no longer be loaded: retrying cannot help."""
+    return isinstance(exc, DapProblem) and exc.token == "unrecognizedTask"
 
 
 class LeaderWorker:
@@ -160,6 +173,7 @@ class LeaderWorker:
         # Job steps in flight. They run beside job creation and collection, so that the
         # Leader prepares the next jobs while the Helper works on the current ones.
         self.in_flight: set[asyncio.Task[None]] = set()
+        self.retention = RetentionTimer(st)
 
     async def run(self) -> None:
         timeout = aiohttp.ClientTimeout(total=self.st.config.http_timeout)
@@ -174,6 +188,7 @@ class LeaderWorker:
                             busy = await step() or busy
                         except Exception:  # noqa: BLE001 - keep working; log and retry
                             log.exception("leader background step %s failed", step.__name__)
+                    self.retention.maybe_run()
                     if not busy:
                         # asyncio.timeout, not wait_for: on Python 3.11 wait_for can
                         # swallow a cancellation that arrives as the wake-up does, and the
@@ -204,15 +219,42 @@ class LeaderWorker:
         sizes = core.JobSizes(cfg.min_job_size, cfg.max_job_size, cfg.straggler_age,
                               jobs_per_pass=1)
         keyring = st.keyring()
+        now = st.clock()
         with st.datastore.transaction() as tx:
             task_ids = [t.task_id for t in tx.list_tasks() if t.role == "leader"]
+            failing = {tid: w for tid in task_ids if (w := tx.get_task_work(tid)) is not None}
         created = 0
         for tid in task_ids:
-            task = st.task(tid, Role.LEADER)
-            with st.datastore.transaction() as tx:
-                created += len(core.create_aggregation_jobs(tx, task, keyring, st.clock(), sizes,
-                                                            cfg.clock_skew, rng=st.rng))
+            work = failing.get(tid)
+            if work is not None and work.next_attempt_at > now:
+                continue  # backing off after an error (recorded in task_work)
+            # Per task: one task that cannot be loaded or whose reports make the core
+            # raise (a bad option, a VDAF too large for memory) is recorded and retried
+            # with backoff; the other tasks go on.
+            try:
+                task = st.task(tid, Role.LEADER)
+                with st.datastore.transaction() as tx:
+                    created += len(core.create_aggregation_jobs(
+                        tx, task, keyring, st.clock(), sizes, cfg.clock_skew, rng=st.rng))
+                    if work is not None:
+                        tx.delete_task_work(tid)
+            except Exception as exc:  # noqa: BLE001 - isolate the task, record the error
+                self._task_failed(tid, work, exc)
         return created > 0
+
+    def _task_failed(self, task_id: bytes, work: TaskWorkRecord | None,
+                     exc: BaseException) -> None:
+        st = self.st
+        attempts = (work.attempts if work is not None else 0) + 1
+        # After max_item_attempts the task is tried every 10 minutes (a task is never
+        # failed for good: provisioning it again fixes it).
+        delay = backoff(attempts, cap=30.0 if attempts < st.config.max_item_attempts
+                        else 600.0)
+        log.warning("task %s: creating aggregation jobs failed (attempt %d, next in %.0f s): "
+                    "%s", task_id.hex(), attempts, delay, describe(exc))
+        with st.datastore.transaction() as tx:
+            tx.put_task_work(TaskWorkRecord(task_id, attempts, st.clock() + delay,
+                                            describe(exc)))
 
     # stepping aggregation jobs
     async def step_jobs(self) -> bool:
@@ -234,9 +276,26 @@ class LeaderWorker:
         async with self.sem:
             try:
                 await self._step_job_inner(job)
-            except Exception:  # noqa: BLE001
+            except Exception as exc:  # noqa: BLE001 - isolate the job, record the error
                 log.exception("stepping aggregation job %s failed", job.job_id.hex())
-                self._retry_job(job, "internal error")
+                self._job_failed(job, exc)
+
+    def _job_failed(self, job: AggregationJobRecord, exc: BaseException) -> None:
+        """Our own code raised on a job: retry it with backoff, recording the error on
+        the job, and abandon it (its reports fail) once it has used `max_item_attempts`
+        or when its task is gone. (Network errors and the Helper's transient answers
+        are retried without a limit, in `_retry_job`.)"""
+        st = self.st
+        with st.datastore.transaction() as tx:
+            fresh = tx.get_aggregation_job(job.task_id, job.job_id)
+            if fresh is None or fresh.state != AggregationJobState.ACTIVE:
+                return
+            if task_gone(exc) or fresh.attempts + 1 >= st.config.max_item_attempts:
+                log.warning("aggregation job %s abandoned: %s", job.job_id.hex(),
+                            describe(exc))
+                core.abandon_aggregation_job(tx, None, fresh, describe(exc))
+                return
+        self._retry_job(job, describe(exc))
 
     async def _step_job_inner(self, job: AggregationJobRecord) -> None:
         st = self.st
@@ -344,8 +403,42 @@ class LeaderWorker:
             jobs = tx.list_collection_jobs(_PENDING_COLLECTION, st.clock())
         progressed = False
         for job in jobs:
-            progressed = await self._drive_collection(job) or progressed
+            # Per job: an error is recorded on the job, which is retried with backoff and
+            # failed after max_item_attempts (at once if its task was deleted); the other
+            # collection jobs go on.
+            try:
+                progressed = await self._drive_collection(job) or progressed
+            except Exception as exc:  # noqa: BLE001 - isolate the job, record the error
+                self._collection_failed(job, exc)
         return progressed
+
+    def _collection_failed(self, job: CollectionJobRecord, exc: BaseException) -> None:
+        st = self.st
+        log.warning("collection job %s failed: %s", job.job_id.hex(), describe(exc))
+        with st.datastore.transaction() as tx:
+            fresh = tx.get_collection_job(job.task_id, job.job_id)
+            if fresh is None or fresh.state not in _PENDING_COLLECTION:
+                return
+            if task_gone(exc):
+                core.fail_collection(tx, fresh, "unrecognizedTask", "the task was deleted")
+                return
+            fresh.attempts += 1
+            if fresh.attempts >= st.config.max_item_attempts:
+                try:
+                    task = st.task(job.task_id, Role.LEADER)
+                except Exception:  # noqa: BLE001 - the task cannot be loaded either
+                    core.fail_collection(tx, fresh, "invalidMessage", describe(exc))
+                    return
+                # Nothing was released: unfreeze the batch as for a refusal.
+                try:
+                    core.release_refused_collection(tx, task, fresh, "invalidMessage",
+                                                    f"internal error: {describe(exc)}")
+                except Exception:  # noqa: BLE001 - it decodes the request first
+                    core.fail_collection(tx, fresh, "invalidMessage", describe(exc))
+                return
+            fresh.error_detail = f"attempt {fresh.attempts} failed: {describe(exc)}"
+            fresh.next_attempt_at = st.clock() + backoff(fresh.attempts)
+            tx.update_collection_job(fresh)
 
     async def _drive_collection(self, job: CollectionJobRecord) -> bool:
         st = self.st

@@ -12,6 +12,7 @@ from dap.core.store import (
     AggregationJobRecord,
     AggregationJobState,
     BatchBucketRecord,
+    BatchResultRecord,
     ClientReportRecord,
     CollectionJobRecord,
     CollectionJobState,
@@ -25,6 +26,7 @@ from dap.core.store import (
     ReportState,
     StorageError,
     TaskRecord,
+    TaskWorkRecord,
     Transaction,
     iter_chunks,
 )
@@ -35,6 +37,7 @@ __all__ = [
     "AggregationJobRecord",
     "AggregationJobState",
     "BatchBucketRecord",
+    "BatchResultRecord",
     "ClientReportRecord",
     "CollectionJobRecord",
     "CollectionJobState",
@@ -48,6 +51,7 @@ __all__ = [
     "ReportState",
     "StorageError",
     "TaskRecord",
+    "TaskWorkRecord",
     "Transaction",
     "iter_chunks",
 ]

@@ -11,7 +11,7 @@ from __future__ import annotations
 import sqlite3
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import astuple, fields
 from pathlib import Path
@@ -23,6 +23,7 @@ from dap.storage import (
     AggregationJobRecord,
     AggregationJobState,
     BatchBucketRecord,
+    BatchResultRecord,
     ClientReportRecord,
     CollectionJobRecord,
     CollectionJobState,
@@ -35,11 +36,13 @@ from dap.storage import (
     ReportState,
     StorageError,
     TaskRecord,
+    TaskWorkRecord,
     iter_chunks,
 )
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
+# Version 1, the tables every datastore starts from; `_MIGRATIONS` bring it up to date.
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS tasks (
@@ -109,6 +112,35 @@ _ADDED_COLUMNS = (
     ("report_aggregations", "min_batch_bound", "INTEGER NOT NULL DEFAULT 0"),
     ("batch_buckets", "min_batch_bound", "INTEGER NOT NULL DEFAULT 0"),
 )
+
+# Schema version -> the statements that bring the previous version to it. A datastore of
+# an older version is migrated when it is opened (in one transaction).
+_MIGRATIONS: dict[int, list[str]] = {
+    2: [
+        # Collection that completes the pending jobs and moves on (dap.core.leader).
+        "ALTER TABLE collection_jobs ADD COLUMN cutoff REAL NOT NULL DEFAULT 0",
+        "UPDATE collection_jobs SET cutoff = created_at",
+        # Retention: replay records are evicted by report time (dap.core.retention).
+        "ALTER TABLE aggregated_reports ADD COLUMN time INTEGER",
+        "UPDATE aggregated_reports SET time = (SELECT MIN(r.time) FROM report_aggregations r"
+        " WHERE r.task_id = aggregated_reports.task_id"
+        " AND r.report_id = aggregated_reports.report_id)",
+        "CREATE INDEX IF NOT EXISTS aggregated_reports_time ON aggregated_reports (task_id, time)",
+        "CREATE INDEX IF NOT EXISTS client_reports_time ON client_reports (task_id, time)",
+        "CREATE INDEX IF NOT EXISTS aggregation_jobs_created ON aggregation_jobs (created_at)",
+        # Error isolation: failed background attempts of the Helper's aggregate shares.
+        "ALTER TABLE aggregate_share_jobs ADD COLUMN attempts INTEGER NOT NULL DEFAULT 0",
+        "ALTER TABLE aggregate_share_jobs ADD COLUMN next_attempt_at REAL NOT NULL DEFAULT 0",
+        # What the Leader released per batch (never computed or noised twice).
+        "CREATE TABLE IF NOT EXISTS batch_results (task_id BLOB NOT NULL, batch BLOB NOT NULL,"
+        " agg_param BLOB NOT NULL, request BLOB NOT NULL, response BLOB NOT NULL,"
+        " created_at REAL NOT NULL, PRIMARY KEY (task_id, batch, agg_param))",
+        "CREATE TABLE IF NOT EXISTS task_work (task_id BLOB PRIMARY KEY,"
+        " attempts INTEGER NOT NULL, next_attempt_at REAL NOT NULL, error TEXT NOT NULL)",
+        "CREATE TABLE IF NOT EXISTS eviction_horizons (task_id BLOB PRIMARY KEY,"
+        " horizon INTEGER NOT NULL)",
+    ],
+}
 
 R = TypeVar("R")
 
@@ -201,11 +233,18 @@ class SqliteTransaction:
                              f"({marks})", (bytes(task_id), *chunk))
         return out
 
-    def list_new_reports(self, task_id: bytes, limit: int) -> list[ClientReportRecord]:
-        return self._all(ClientReportRecord,
-                         "SELECT * FROM client_reports WHERE task_id=? AND state=? "
-                         "ORDER BY created_at, report_id LIMIT ?",
-                         (bytes(task_id), ReportState.NEW, limit))
+    def list_new_reports(self, task_id: bytes, limit: int,
+                         held: Sequence[tuple[int, int, float]] = ()
+                         ) -> list[ClientReportRecord]:
+        """New reports, oldest first, without the `held` ones: (start, end, cutoff) holds
+        back the reports with start <= time < end uploaded after cutoff."""
+        sql = "SELECT * FROM client_reports WHERE task_id=? AND state=?"
+        args: list[Any] = [bytes(task_id), ReportState.NEW]
+        for start, end, cutoff in held:
+            sql += " AND NOT (time>=? AND time<? AND created_at>?)"
+            args += [_t(start), _end(end), cutoff]
+        return self._all(ClientReportRecord, sql + " ORDER BY created_at, report_id LIMIT ?",
+                         (*args, limit))
 
     def count_reports(self, task_id: bytes, states: tuple[ReportState, ...],
                       time_from: int | None = None, time_to: int | None = None,
@@ -235,6 +274,10 @@ class SqliteTransaction:
             "UPDATE client_reports SET state=?, aggregation_job_id=?, error=? "
             "WHERE task_id=? AND report_id=?",
             [(state, job_id, error, bytes(task_id), bytes(r)) for r in report_ids])
+
+    def drop_report_encodings(self, task_id: bytes, report_ids: list[bytes]) -> None:
+        self.c.executemany("UPDATE client_reports SET report=x'' WHERE task_id=? AND "
+                           "report_id=?", [(bytes(task_id), bytes(r)) for r in report_ids])
 
     # -- aggregation jobs -----------------------------------------------------------------
 
@@ -318,9 +361,11 @@ class SqliteTransaction:
         return self.c.execute("SELECT 1 FROM aggregated_reports WHERE task_id=? AND report_id=?",
                               (bytes(task_id), bytes(report_id))).fetchone() is not None
 
-    def mark_report_aggregated(self, task_id: bytes, report_id: bytes) -> bool:
-        cur = self.c.execute("INSERT OR IGNORE INTO aggregated_reports VALUES (?,?)",
-                             (bytes(task_id), bytes(report_id)))
+    def mark_report_aggregated(self, task_id: bytes, report_id: bytes,
+                               time: int | None = None) -> bool:
+        cur = self.c.execute("INSERT OR IGNORE INTO aggregated_reports (task_id, report_id, "
+                             "time) VALUES (?,?,?)", (bytes(task_id), bytes(report_id),
+                                                      None if time is None else _t(time)))
         return cur.rowcount == 1
 
     def get_bucket(self, task_id: bytes, bucket: bytes, agg_param: bytes
@@ -457,14 +502,14 @@ class SqliteTransaction:
     def put_collection_job(self, job: CollectionJobRecord) -> None:
         if not job.created_at:
             job.created_at = time.time()
-        self.c.execute("INSERT INTO collection_jobs VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+        self.c.execute("INSERT INTO collection_jobs VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
                        _bytes_tuple(job))
 
     def update_collection_job(self, job: CollectionJobRecord) -> None:
         v = _bytes_tuple(job)
         self.c.execute("UPDATE collection_jobs SET request=?, request_hash=?, state=?, "
                        "batch_id=?, response=?, error=?, error_detail=?, attempts=?, "
-                       "next_attempt_at=?, created_at=? WHERE task_id=? AND job_id=?",
+                       "next_attempt_at=?, created_at=?, cutoff=? WHERE task_id=? AND job_id=?",
                        (*v[2:], v[0], v[1]))
 
     def get_collection_job(self, task_id: bytes, job_id: bytes) -> CollectionJobRecord | None:
@@ -487,14 +532,15 @@ class SqliteTransaction:
     def put_aggregate_share_job(self, job: AggregateShareJobRecord) -> None:
         if not job.created_at:
             job.created_at = time.time()
-        self.c.execute("INSERT INTO aggregate_share_jobs VALUES (?,?,?,?,?,?,?,?,?)",
+        self.c.execute("INSERT INTO aggregate_share_jobs VALUES (?,?,?,?,?,?,?,?,?,?,?)",
                        _bytes_tuple(job))
 
     def update_aggregate_share_job(self, job: AggregateShareJobRecord) -> None:
         v = _bytes_tuple(job)
         self.c.execute("UPDATE aggregate_share_jobs SET request=?, request_hash=?, state=?, "
-                       "response=?, error=?, error_detail=?, created_at=? "
-                       "WHERE task_id=? AND share_id=?", (*v[2:], v[0], v[1]))
+                       "response=?, error=?, error_detail=?, created_at=?, attempts=?, "
+                       "next_attempt_at=? WHERE task_id=? AND share_id=?",
+                       (*v[2:], v[0], v[1]))
 
     def get_aggregate_share_job(self, task_id: bytes, share_id: bytes
                                 ) -> AggregateShareJobRecord | None:
@@ -506,11 +552,40 @@ class SqliteTransaction:
         return self._one(AggregateShareJobRecord, "SELECT * FROM aggregate_share_jobs WHERE "
                          "task_id=? AND request_hash=?", (bytes(task_id), request_hash))
 
-    def list_aggregate_share_jobs(self, states: tuple[AggregateShareJobState, ...]
-                                  ) -> list[AggregateShareJobRecord]:
-        return self._all(AggregateShareJobRecord,
-                         f"SELECT * FROM aggregate_share_jobs WHERE state IN "
-                         f"({','.join('?' * len(states))}) ORDER BY created_at", states)
+    def list_aggregate_share_jobs(self, states: tuple[AggregateShareJobState, ...],
+                                  now: float | None = None) -> list[AggregateShareJobRecord]:
+        sql = (f"SELECT * FROM aggregate_share_jobs WHERE state IN "
+               f"({','.join('?' * len(states))})")
+        args: list[Any] = list(states)
+        if now is not None:
+            sql += " AND next_attempt_at<=?"
+            args.append(now)
+        return self._all(AggregateShareJobRecord, sql + " ORDER BY created_at", tuple(args))
+
+    def list_task_collection_jobs(self, task_id: bytes, states: tuple[CollectionJobState, ...]
+                                  ) -> list[CollectionJobRecord]:
+        return self._all(CollectionJobRecord,
+                         f"SELECT * FROM collection_jobs WHERE task_id=? AND state IN "
+                         f"({','.join('?' * len(states))}) ORDER BY created_at",
+                         (bytes(task_id), *states))
+
+    def get_batch_result(self, task_id: bytes, batch: bytes, agg_param: bytes
+                         ) -> BatchResultRecord | None:
+        return self._one(BatchResultRecord, "SELECT * FROM batch_results WHERE task_id=? AND "
+                         "batch=? AND agg_param=?", (bytes(task_id), bytes(batch), agg_param))
+
+    def list_batch_results(self, task_id: bytes, batch: bytes) -> list[BatchResultRecord]:
+        return self._all(BatchResultRecord, "SELECT * FROM batch_results WHERE task_id=? AND "
+                         "batch=?", (bytes(task_id), bytes(batch)))
+
+    def put_batch_result(self, record: BatchResultRecord) -> bool:
+        """Store a released result; False (and nothing changed) if the batch already has
+        one for this aggregation parameter."""
+        if not record.created_at:
+            record.created_at = time.time()
+        cur = self.c.execute("INSERT OR IGNORE INTO batch_results VALUES (?,?,?,?,?,?)",
+                             _bytes_tuple(record))
+        return cur.rowcount == 1
 
     # -- Leader: leader-selected batches --------------------------------------------------
 
@@ -532,6 +607,94 @@ class SqliteTransaction:
                               f"({','.join('?' * len(states))}) ORDER BY created_at",
                               (bytes(task_id), *states))
         return [LeaderBatchRecord(bytes(r[0]), bytes(r[1]), r[2], r[3], r[4]) for r in rows]
+
+
+    # -- background work that failed, per task ------------------------------------------
+
+    def get_task_work(self, task_id: bytes) -> TaskWorkRecord | None:
+        return self._one(TaskWorkRecord, "SELECT * FROM task_work WHERE task_id=?",
+                         (bytes(task_id),))
+
+    def put_task_work(self, record: TaskWorkRecord) -> None:
+        self.c.execute("INSERT OR REPLACE INTO task_work VALUES (?,?,?,?)",
+                       _bytes_tuple(record))
+
+    def delete_task_work(self, task_id: bytes) -> None:
+        self.c.execute("DELETE FROM task_work WHERE task_id=?", (bytes(task_id),))
+
+    # -- retention -------------------------------------------------------------------------
+
+    def get_eviction_horizon(self, task_id: bytes) -> int | None:
+        row = self.c.execute("SELECT horizon FROM eviction_horizons WHERE task_id=?",
+                             (bytes(task_id),)).fetchone()
+        return None if row is None else int(row[0])
+
+    def set_eviction_horizon(self, task_id: bytes, horizon: int) -> None:
+        self.c.execute("INSERT OR REPLACE INTO eviction_horizons VALUES (?,?)",
+                       (bytes(task_id), _t(horizon)))
+
+    def evict_reports_before(self, task_id: bytes, horizon: int) -> int:
+        """Delete the per-report state of reports with time < horizon (in the task's time
+        units): uploaded reports not in an active job, replay records, the report
+        aggregations of jobs that are no longer active, batch buckets wholly before the
+        horizon and their collected markers. Returns the rows deleted."""
+        tid, h = bytes(task_id), _t(horizon)
+        active = AggregationJobState.ACTIVE
+        deleted = 0
+        for sql, args in (
+            ("DELETE FROM client_reports WHERE task_id=? AND time<? AND state!=?",
+             (tid, h, ReportState.IN_JOB)),
+            ("DELETE FROM aggregated_reports WHERE task_id=? AND time<?", (tid, h)),
+            ("DELETE FROM report_aggregations WHERE task_id=? AND time<? AND job_id IN "
+             "(SELECT job_id FROM aggregation_jobs WHERE task_id=? AND state!=?)",
+             (tid, h, tid, active)),
+            ("DELETE FROM batch_buckets WHERE task_id=? AND max_time<?", (tid, h)),
+            ("DELETE FROM collected_intervals WHERE task_id=? AND end_<=?", (tid, h)),
+            ("DELETE FROM collected_agg_params WHERE task_id=? AND end_<=?", (tid, h)),
+            ("DELETE FROM collected_buckets WHERE task_id=? AND length(bucket)=32 AND bucket "
+             "NOT IN (SELECT bucket FROM batch_buckets WHERE task_id=?)", (tid, tid)),
+            ("DELETE FROM leader_batches WHERE task_id=? AND state=? AND batch_id NOT IN "
+             "(SELECT bucket FROM batch_buckets WHERE task_id=?)",
+             (tid, LeaderBatchState.COLLECTED, tid)),
+        ):
+            deleted += self.c.execute(sql, args).rowcount
+        return deleted
+
+    def delete_finished_jobs(self, task_id: bytes | None, created_before: float) -> int:
+        """Delete the jobs that are over (aggregation jobs not active, with their report
+        aggregations; collection and aggregate share jobs finished, failed or deleted),
+        the Leader's uploaded reports in a final state and released batch results, all
+        created before `created_before` (of one task, or of every task). Returns the rows
+        deleted."""
+        task_sql, task_args = ("task_id=? AND ", (bytes(task_id),)) if task_id is not None \
+            else ("", ())
+        agg_done = (AggregationJobState.FINISHED, AggregationJobState.ABANDONED,
+                    AggregationJobState.DELETED)
+        coll_done = (CollectionJobState.FINISHED, CollectionJobState.FAILED,
+                     CollectionJobState.DELETED)
+        share_done = (AggregateShareJobState.FINISHED, AggregateShareJobState.FAILED,
+                      AggregateShareJobState.DELETED)
+        deleted = 0
+        for sql, args in (
+            (f"DELETE FROM report_aggregations WHERE {task_sql}(task_id, job_id) IN "
+             f"(SELECT task_id, job_id FROM aggregation_jobs WHERE {task_sql}created_at<? "
+             f"AND state IN (?,?,?))", (*task_args, *task_args, created_before, *agg_done)),
+            (f"DELETE FROM aggregation_jobs WHERE {task_sql}created_at<? AND state IN (?,?,?)",
+             (*task_args, created_before, *agg_done)),
+            # Failed reports, and aggregated ones whose encoding was dropped (a VDAF with
+            # an aggregation parameter aggregates them again: they are kept).
+            (f"DELETE FROM client_reports WHERE {task_sql}created_at<? AND (state=? OR "
+             f"(state=? AND length(report)=0))",
+             (*task_args, created_before, ReportState.FAILED, ReportState.AGGREGATED)),
+            (f"DELETE FROM collection_jobs WHERE {task_sql}created_at<? AND state IN (?,?,?)",
+             (*task_args, created_before, *coll_done)),
+            (f"DELETE FROM aggregate_share_jobs WHERE {task_sql}created_at<? AND "
+             f"state IN (?,?,?)", (*task_args, created_before, *share_done)),
+            (f"DELETE FROM batch_results WHERE {task_sql}created_at<?",
+             (*task_args, created_before)),
+        ):
+            deleted += self.c.execute(sql, args).rowcount
+        return deleted
 
 
 def _bytes_tuple(record: Any) -> tuple[Any, ...]:
@@ -569,12 +732,18 @@ class SqliteDatastore:
                     if column not in have:
                         self._conn.execute(f"ALTER TABLE {table} ADD COLUMN {column} {decl}")
                 row = self._conn.execute("SELECT version FROM schema_version").fetchone()
-                if row is None:
-                    self._conn.execute("INSERT INTO schema_version VALUES (?)",
-                                       (SCHEMA_VERSION,))
-                elif row[0] != SCHEMA_VERSION:
-                    raise StorageError(f"datastore schema version {row[0]}, this code needs "
-                                       f"{SCHEMA_VERSION}")
+                if row is None:  # a new datastore: version 1's tables, migrated below
+                    self._conn.execute("INSERT INTO schema_version VALUES (1)")
+                    version = 1
+                else:
+                    version = int(row[0])
+                if version > SCHEMA_VERSION:
+                    raise StorageError(f"datastore schema version {version}, this code knows "
+                                       f"up to {SCHEMA_VERSION}")
+                for target in range(version + 1, SCHEMA_VERSION + 1):
+                    for statement in _MIGRATIONS[target]:
+                        self._conn.execute(statement)
+                    self._conn.execute("UPDATE schema_version SET version=?", (target,))
                 self._conn.execute("COMMIT")
             except BaseException:
                 self._conn.execute("ROLLBACK")

@@ -67,6 +67,7 @@ class Wire09(core.Wire):
     report_cls = m09.Report
     continue_req_cls = m09.AggregationJobContinueReq
     continue_item_cls = m09.PrepareContinue
+    result_bound_to_request = False  # the AggregateShareAad binds the BatchSelector
 
     def upload_answer(self, task: Any, errors: Sequence[tuple[bytes, ReportError]]
                       ) -> bytes | None:
