@@ -195,7 +195,8 @@ def test_version_1_datastore_is_migrated(tmp_path: Path) -> None:
     tid, jid, rid = b"t" * 32, b"j" * 16, b"r" * 16
     conn.execute("INSERT INTO collection_jobs VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
                  (tid, jid, b"req", b"h" * 32, "start", None, None, None, None, 0, 5.0, 42.0))
-    conn.execute("INSERT INTO report_aggregations VALUES (?,?,?,?,?,?,?,?)",
+    conn.execute("INSERT INTO report_aggregations (task_id, job_id, ord, report_id, time, "
+                 "state, verify_state, error) VALUES (?,?,?,?,?,?,?,?)",
                  (tid, jid, 0, rid, 1234, "finished", None, None))
     conn.execute("INSERT INTO aggregated_reports VALUES (?,?)", (tid, rid))
     conn.execute("INSERT INTO aggregate_share_jobs VALUES (?,?,?,?,?,?,?,?,?)",
@@ -227,9 +228,10 @@ def test_reports_of_a_vdaf_with_an_aggregation_parameter_keep_their_encoding() -
     from types import SimpleNamespace
 
     from dap.core.leader import reaggregated
+    from vdaf.poplar1 import Poplar1
 
     assert not reaggregated(SimpleNamespace(vdaf=PROTO.count()))  # type: ignore[arg-type]
-    assert reaggregated(SimpleNamespace(vdaf=object()))  # type: ignore[arg-type]
+    assert reaggregated(SimpleNamespace(vdaf=Poplar1(4)))  # type: ignore[arg-type]
 
 
 def test_job_retention_keeps_aggregated_reports_with_their_encoding(tmp_path: Path) -> None:
