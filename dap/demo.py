@@ -260,6 +260,7 @@ async def run_demo(settings: DemoSettings,
     from dap.server.app import build_app
     from dap.server.common import STATE_KEY
     from dap.server.config import AggregatorConfig
+    from dap.server.serving import GuardedRunner
 
     t_start = time.monotonic()
     progress = progress or NoProgress()
@@ -281,7 +282,7 @@ async def run_demo(settings: DemoSettings,
                     listen_host="127.0.0.1", listen_port=port, sqlite_synchronous="NORMAL",
                     worker_interval=0.02, straggler_age=0.2, retry_after=1)
                 app = build_app(config)
-                runner = web.AppRunner(app, access_log=None)
+                runner = GuardedRunner(app, config.limits)
                 await runner.setup()
                 runners.append(runner)
                 await web.SockSite(runner, sock).start()
@@ -331,8 +332,8 @@ async def run_demo(settings: DemoSettings,
                                                      max_poll_interval=0.2)
             t_collected = time.monotonic()
         finally:
-            for runner in reversed(runners):
-                await runner.cleanup()
+            for done_runner in reversed(runners):
+                await done_runner.cleanup()
 
     private = collection.debiased_result
     primary, all_g = guarantees(collector.policy, collection.report_count, settings.delta)

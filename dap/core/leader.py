@@ -61,6 +61,12 @@ def upload(tx: Transaction, task: AggregatorTask, keyring: Keyring, body: bytes,
     anti-replay check against aggregated reports happen before aggregation, as the draft
     allows. A report with public extensions aborts the request with
     `unsupportedExtension` (DAP-18 defines no report extension), so nothing is stored."""
+    return store_reports(tx, task, keyring, decode_upload(task, body), now, clock_skew)
+
+
+def decode_upload(task: AggregatorTask, body: bytes) -> list[Any]:
+    """The reports of an upload body, or the problem that refuses the whole request (no
+    datastore needed: a server decodes a large body outside any transaction)."""
     tid = task.task_id
     w = task.wire
     try:
@@ -72,6 +78,16 @@ def upload(tx: Transaction, task: AggregatorTask, keyring: Keyring, body: bytes,
     if unsupported and not w.extension_errors_per_report:
         raise DapProblem("unsupportedExtension", "unrecognized public report extensions",
                          task_id=tid, unsupported_extensions=unsupported)
+    return list(reports)
+
+
+def store_reports(tx: Transaction, task: AggregatorTask, keyring: Keyring,
+                  reports: Sequence[Any], now: float, clock_skew: int
+                  ) -> list[tuple[bytes, ReportError]]:
+    """Store decoded reports (see `upload`); a server may call it once per bounded chunk
+    of an upload, each in its own transaction."""
+    tid = task.task_id
+    w = task.wire
     statuses = []
     for report in reports:
         md = report.report_metadata

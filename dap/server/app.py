@@ -25,7 +25,8 @@ from dap.server import admin
 from dap.server import helper as helper_routes
 from dap.server import leader as leader_routes
 from dap.server.common import CONFIG_KEY, STATE_KEY, AppState, problem_middleware, state
-from dap.server.config import AggregatorConfig
+from dap.server.config import AggregatorConfig, ConfigError
+from dap.server.serving import handler_args, serve_forever, ssl_context
 from dap.storage import Datastore, HpkeKeyState
 from dap.storage.sqlite import SqliteDatastore
 
@@ -76,7 +77,11 @@ def build_app(config: AggregatorConfig, datastore: Datastore | None = None,
     ds = datastore or SqliteDatastore(config.datastore, config.sqlite_synchronous)
     ensure_hpke_key(ds, rng)
     st = AppState(config, ds, clock, rng)
-    app = web.Application(middlewares=[problem_middleware], client_max_size=256 * 1024 * 1024)
+    # Every body is read through serving.read_limited with its resource's limit; aiohttp's
+    # own limit is only the backstop for any other read.
+    app = web.Application(middlewares=[problem_middleware],
+                          client_max_size=config.max_body_bytes,
+                          handler_args=handler_args(config.limits))
     app[CONFIG_KEY] = config
     app[STATE_KEY] = st
     app.router.add_get("/hpke_config", get_hpke_config)
@@ -110,14 +115,19 @@ def build_app(config: AggregatorConfig, datastore: Datastore | None = None,
 
 
 def run(config: AggregatorConfig) -> None:
-    """Serve until interrupted (`ppm leader` / `ppm helper`)."""
+    """Serve until interrupted (`ppm leader` / `ppm helper`). A configuration that
+    cannot be used (TLS files, the datastore key) raises ConfigError or StorageError."""
     logging.basicConfig(level=logging.INFO,
                         format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    try:
+        tls = ssl_context(config.tls_cert, config.tls_key)
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"cannot load the TLS certificate and key ({config.tls_cert}, "
+                          f"{config.tls_key}): {exc}") from None
     app = build_app(config)
-    log.info("%s listening on http://%s:%d/", config.role, config.listen_host,
+    log.info("%s listening on %s://%s:%d/", config.role, config.scheme, config.listen_host,
              config.listen_port)
-    web.run_app(app, host=config.listen_host, port=config.listen_port, print=None,
-                access_log=None)
+    serve_forever(app, config.listen_host, config.listen_port, config.limits, tls)
 
 
 __all__ = ["build_app", "run", "DapProblem"]

@@ -19,6 +19,7 @@ from dap.core.tasks import AggregatorTask, Keyring, TaskCache
 from dap.problems import PROBLEM_MEDIA_TYPE
 from dap.profiles import DEFAULT_PROFILE, Profile, get_profile
 from dap.server.config import AggregatorConfig
+from dap.server.serving import HttpProblem, read_limited
 from dap.storage import Datastore
 
 log = logging.getLogger("ppm.server")
@@ -88,7 +89,12 @@ async def problem_middleware(request: web.Request, handler: Handler) -> web.Stre
         return await handler(request)
     except DapProblem as problem:
         return problem_response(problem, _problem_profile(request, problem))
+    except HttpProblem as problem:
+        return problem.response()
     except web.HTTPException as exc:
+        if exc.status == 413:
+            # aiohttp's own client_max_size (a backstop: handlers read with a limit).
+            return HttpProblem(413, "Content Too Large", "request body too large").response()
         if exc.status >= 400 and exc.content_type != PROBLEM_MEDIA_TYPE:
             return problem_response(DapProblem(exc.reason, exc.text or "", exc.status,
                                                dap_type=False))
@@ -165,8 +171,11 @@ def authenticate(request: web.Request, task: AggregatorTask, collector: bool) ->
                          dap_type=False)
 
 
-async def read_body(request: web.Request, task: AggregatorTask, message: str) -> bytes:
-    """The request body, after checking its media type against the expected message."""
+async def read_body(request: web.Request, task: AggregatorTask, message: str,
+                    limit: int) -> bytes:
+    """The request body, after checking its media type against the expected message: at
+    most `limit` bytes (413 otherwise, nothing read beyond the limit), uncompressed (415),
+    within the configuration's `body_timeout` (408); see `serving.read_limited`."""
     expected = task.profile.media_type_for(message)
     got = request.headers.get("Content-Type", "")
     try:
@@ -176,7 +185,8 @@ async def read_body(request: web.Request, task: AggregatorTask, message: str) ->
     if name != message:
         raise DapProblem("invalidMessage", f"expected Content-Type {expected}, got {got!r}",
                          415, task_id=task.task_id)
-    return await request.read()
+    return await read_limited(request, limit, state(request).config.body_timeout,
+                              task_id=task.task_id)
 
 
 def message_response(task: AggregatorTask, message: str, body: bytes, status: int = 200,

@@ -16,9 +16,22 @@ Example (every key but `role` and `datastore` is optional)::
       "hpke_cache_max_age": 86400,       # Cache-Control max-age of hpke_config
       "collection_give_up_after": null,  # seconds; then invalidBatchSize
       "worker_interval": 0.05, "job_concurrency": 4,
-      "job_lease": 60.0                  # seconds a worker holds a job it is stepping
-    }                                    # (> http_timeout); a crashed worker's jobs
+      "job_lease": 60.0,                 # seconds a worker holds a job it is stepping
+                                         # (> http_timeout); a crashed worker's jobs
                                          # resume once it has expired
+      "max_upload_bytes": 16777216,      # request body limits per resource (413 above)
+      "max_aggregation_job_bytes": 33554432,
+      "max_collection_bytes": 1048576,   # collection jobs and aggregate shares
+      "max_admin_bytes": 1048576,
+      "idle_timeout": 15.0,              # seconds to send a complete request header
+      "body_timeout": 30.0,              # seconds to send a whole request body
+      "max_connections": 1000,           # then the oldest idle connection is closed
+      "tls_cert": "cert.pem", "tls_key": "key.pem",   # serve HTTPS (both or neither)
+      "tls_ca_file": "ca.pem"            # also trust this CA for requests to the Helper
+    }
+
+Relative paths (datastore, TLS files) are relative to the configuration file. See
+`dap/server/serving.py` for what the limits protect against.
 """
 
 from __future__ import annotations
@@ -27,6 +40,8 @@ import json
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
+
+from dap.server.serving import HttpLimits, MiB
 
 
 @dataclass
@@ -50,12 +65,51 @@ class AggregatorConfig:
     job_concurrency: int = 4
     http_timeout: float = 30.0
     job_lease: float = 60.0
+    # 16 MiB: the Client sends up to 500 reports a request, a few KiB each for large
+    # vector VDAFs. A legitimate body under the limit is processed off the event loop.
+    max_upload_bytes: int = 16 * MiB
+    max_aggregation_job_bytes: int = 32 * MiB
+    max_collection_bytes: int = 1 * MiB
+    max_admin_bytes: int = 1 * MiB
+    idle_timeout: float = 15.0
+    body_timeout: float = 30.0
+    max_connections: int = 1000
+    tls_cert: str | None = None
+    tls_key: str | None = None
+    tls_ca_file: str | None = None
 
     def __post_init__(self) -> None:
         if self.role not in ("leader", "helper"):
             raise ValueError("role must be 'leader' or 'helper'")
         if self.min_job_size < 1 or self.max_job_size < self.min_job_size:
             raise ValueError("need 1 <= min_job_size <= max_job_size")
+        for name in ("max_upload_bytes", "max_aggregation_job_bytes", "max_collection_bytes",
+                     "max_admin_bytes", "max_connections"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise ValueError(f"{name} must be a positive integer")
+        for name in ("idle_timeout", "body_timeout"):
+            value = getattr(self, name)
+            if not isinstance(value, int | float) or isinstance(value, bool) or value <= 0:
+                raise ValueError(f"{name} must be a positive number of seconds")
+        if bool(self.tls_cert) != bool(self.tls_key):
+            raise ValueError("tls_cert and tls_key go together")
+
+    @property
+    def limits(self) -> HttpLimits:
+        return HttpLimits(idle_timeout=float(self.idle_timeout),
+                          body_timeout=float(self.body_timeout),
+                          max_connections=self.max_connections)
+
+    @property
+    def max_body_bytes(self) -> int:
+        """The largest body any resource accepts (aiohttp's own `client_max_size`)."""
+        return max(self.max_upload_bytes, self.max_aggregation_job_bytes,
+                   self.max_collection_bytes, self.max_admin_bytes)
+
+    @property
+    def scheme(self) -> str:
+        return "https" if self.tls_cert else "http"
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> AggregatorConfig:
@@ -70,9 +124,14 @@ class AggregatorConfig:
         data = json.loads(Path(path).read_text())
         config = cls.from_dict(data)
         # A relative datastore path is relative to the configuration file.
+        base = Path(path).resolve().parent
         ds = Path(config.datastore)
         if not ds.is_absolute():
-            config.datastore = str(Path(path).resolve().parent / ds)
+            config.datastore = str(base / ds)
+        for name in ("tls_cert", "tls_key", "tls_ca_file"):
+            value = getattr(config, name)
+            if value and not Path(value).is_absolute():
+                setattr(config, name, str(base / value))
         return config
 
     def to_dict(self) -> dict[str, Any]:

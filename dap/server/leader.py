@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from typing import Any
-from urllib.parse import urljoin
 
 import aiohttp
 from aiohttp import web
@@ -24,6 +24,7 @@ from aiohttp import web
 from dap.common import Role
 from dap.core import leader as core
 from dap.core.errors import NotReady
+from dap.origin import ForeignLocation, resolve_location
 from dap.problems import ProblemDocument, ProblemDocumentError
 from dap.server.common import (
     AppState,
@@ -37,6 +38,7 @@ from dap.server.common import (
     state,
     task_id_param,
 )
+from dap.server.serving import client_ssl_context, offload
 from dap.storage import (
     AggregationJobRecord,
     AggregationJobState,
@@ -57,15 +59,38 @@ async def put_or_post_reports(request: web.Request) -> web.StreamResponse:
     task = st.task(task_id_param(request), Role.LEADER)
     require_method(request, task, "upload")
     w = task.wire
-    body = await read_body(request, task, task.profile.message_names["upload"])
+    body = await read_body(request, task, task.profile.message_names["upload"],
+                           st.config.max_upload_bytes)
     keyring = st.keyring()
-    with st.datastore.transaction() as tx:
-        errors = core.upload(tx, task, keyring, body, st.clock(), st.config.clock_skew)
+    errors = await offload(store_upload, st, task, keyring, body)
     request.app[WAKE_KEY].set()
     answer = w.upload_answer(task, errors)  # raises the DAP-09 problem of a refused report
     if answer is None:
         return web.Response(status=task.profile.statuses["upload"])
     return message_response(task, "UploadErrors", answer)
+
+
+# Reports stored per transaction: an upload of any size holds the datastore briefly.
+UPLOAD_CHUNK = 256
+
+
+def store_upload(st: AppState, task: Any, keyring: Any, body: bytes
+                 ) -> list[tuple[bytes, Any]]:
+    """Decode an upload and store its reports in transactions of at most UPLOAD_CHUNK
+    reports, in a worker thread (`offload`): the event loop and other requests are not
+    held up by a large body. A crash midway leaves the first chunks stored; the Client,
+    which got no answer, retries and its stored reports then count as replays (they
+    are aggregated once, as every stored report)."""
+    reports = core.decode_upload(task, body)
+    now = st.clock()
+    errors: list[tuple[bytes, Any]] = []
+    for i in range(0, len(reports), UPLOAD_CHUNK):
+        with st.datastore.transaction() as tx:
+            errors += core.store_reports(tx, task, keyring, reports[i:i + UPLOAD_CHUNK], now,
+                                         st.config.clock_skew)
+        if i + UPLOAD_CHUNK < len(reports):
+            time.sleep(0.0005)  # let a waiting request take the datastore
+    return errors
 
 
 async def post_collection_jobs(request: web.Request) -> web.StreamResponse:
@@ -74,7 +99,7 @@ async def post_collection_jobs(request: web.Request) -> web.StreamResponse:
     task = st.task(task_id_param(request), Role.LEADER)
     require_method(request, task, "collection_job_create")
     authenticate(request, task, collector=True)
-    body = await read_body(request, task, "CollectionJobReq")
+    body = await read_body(request, task, "CollectionJobReq", st.config.max_collection_bytes)
     with st.datastore.transaction() as tx:
         job_id = core.create_collection_job(tx, task, body, st.clock(), rng=st.rng)
     request.app[WAKE_KEY].set()
@@ -89,7 +114,7 @@ async def put_collection_job(request: web.Request) -> web.StreamResponse:
     require_method(request, task, "collection_job_create")
     authenticate(request, task, collector=True)
     job_id = id_param(request, "job_id", 16, "unrecognizedCollectionJob")
-    body = await read_body(request, task, "CollectionReq")
+    body = await read_body(request, task, "CollectionReq", st.config.max_collection_bytes)
     with st.datastore.transaction() as tx:
         core.create_collection_job(tx, task, body, st.clock(), job_id=job_id, rng=st.rng)
     request.app[WAKE_KEY].set()
@@ -156,7 +181,8 @@ class LeaderWorker:
 
     async def run(self) -> None:
         timeout = aiohttp.ClientTimeout(total=self.st.config.http_timeout)
-        async with aiohttp.ClientSession(timeout=timeout) as session:
+        connector = aiohttp.TCPConnector(ssl=client_ssl_context(self.st.config.tls_ca_file))
+        async with aiohttp.ClientSession(timeout=timeout, connector=connector) as session:
             self.session = session
             wake = self.app[WAKE_KEY]
             try:
@@ -202,9 +228,15 @@ class LeaderWorker:
         created = 0
         for tid in task_ids:
             task = st.task(tid, Role.LEADER)
-            with st.datastore.transaction() as tx:
-                created += len(core.create_aggregation_jobs(tx, task, keyring, st.clock(), sizes,
-                                                            cfg.clock_skew, rng=st.rng))
+
+            def create(task: Any = task) -> int:
+                with st.datastore.transaction() as tx:
+                    return len(core.create_aggregation_jobs(tx, task, keyring, st.clock(),
+                                                            sizes, cfg.clock_skew, rng=st.rng))
+
+            # The Leader's decryption and VDAF preparation of a job (at most
+            # max_job_size reports) in a worker thread, not on the event loop.
+            created += await offload(create)
         return created > 0
 
     # stepping aggregation jobs
@@ -253,7 +285,9 @@ class LeaderWorker:
             body = job.request
             headers["Content-Type"] = profile.media_type_for("AggregationJobContinueReq")
         try:
-            async with self.session.request(method, url, data=body, headers=headers) as resp:
+            # Never follow a redirect: the token is for the Helper's origin (dap/origin.py).
+            async with self.session.request(method, url, data=body, headers=headers,
+                                            allow_redirects=False) as resp:
                 content = await resp.read()
                 status = resp.status
                 location = resp.headers.get("Location")
@@ -261,8 +295,16 @@ class LeaderWorker:
         except (aiohttp.ClientError, TimeoutError) as exc:
             self._retry_job(job, f"{type(exc).__name__}: {exc}")
             return
+        if 300 <= status < 400:
+            self._retry_job(job, f"HTTP {status}: the Helper redirected to {location!r}; "
+                                 "redirects are not followed")
+            return
         if location:
-            job.helper_url = urljoin(url, location)
+            try:
+                job.helper_url = resolve_location(url, location)
+            except ForeignLocation as exc:
+                # Ignored: the job is then polled or continued at its own URL.
+                log.warning("aggregation job %s: %s", job.job_id.hex(), exc)
         if 200 <= status < 300 and content:
             with st.datastore.transaction() as tx:
                 fresh = tx.get_aggregation_job(job.task_id, job.job_id)
@@ -325,7 +367,8 @@ class LeaderWorker:
         elif job.step == 0 and "aggregation_jobs" in task.profile.resources:
             return  # DAP-18: the Helper never named the job
         try:
-            async with self.session.delete(url, headers=_auth_headers(task)):
+            async with self.session.delete(url, headers=_auth_headers(task),
+                                           allow_redirects=False):
                 pass
         except (aiohttp.ClientError, TimeoutError):
             pass
@@ -364,7 +407,8 @@ class LeaderWorker:
             body = share_request.body
             headers["Content-Type"] = task.profile.media_type_for("AggregateShareReq")
         try:
-            async with self.session.request(method, url, data=body, headers=headers) as resp:
+            async with self.session.request(method, url, data=body, headers=headers,
+                                            allow_redirects=False) as resp:
                 content = await resp.read()
                 status = resp.status
                 loc = resp.headers.get("Location")
@@ -372,8 +416,15 @@ class LeaderWorker:
         except (aiohttp.ClientError, TimeoutError) as exc:
             self._retry_collection(job, f"{type(exc).__name__}: {exc}")
             return False
+        if 300 <= status < 400:
+            self._retry_collection(job, f"HTTP {status}: the Helper redirected to {loc!r}; "
+                                        "redirects are not followed")
+            return False
         if loc:
-            self.share_locations[job.job_id] = urljoin(url, loc)
+            try:
+                self.share_locations[job.job_id] = resolve_location(url, loc)
+            except ForeignLocation as exc:
+                log.warning("collection job %s: %s", job.job_id.hex(), exc)
         if 200 <= status < 300 and content:
             with st.datastore.transaction() as tx:
                 fresh = tx.get_collection_job(job.task_id, job.job_id)
