@@ -292,11 +292,29 @@ def routes(profile: Profile) -> dict[str, list[tuple[str, re.Pattern[str], Any]]
     return out
 
 
+class FakeBody:
+    """What the handlers use of a request's `content` stream: chunks of the body, each
+    after `delay` seconds (an attacker's slow body)."""
+
+    def __init__(self, body: bytes, delay: float = 0.0, chunk: int = 65536) -> None:
+        self._body = body
+        self._delay = delay
+        self._chunk = chunk
+
+    async def readany(self) -> bytes:
+        if self._delay:
+            await asyncio.sleep(self._delay)
+        out, self._body = self._body[:self._chunk], self._body[self._chunk:]
+        return out
+
+
 class FakeRequest:
-    """What the handlers use of `aiohttp.web.Request`."""
+    """What the handlers use of `aiohttp.web.Request`. `chunked`: no Content-Length (the
+    server counts the bytes as they come); `delay`: seconds before each chunk."""
 
     def __init__(self, app: web.Application, method: str, path: str, query: dict[str, str],
-                 headers: dict[str, str], body: bytes, match_info: dict[str, str]) -> None:
+                 headers: dict[str, str], body: bytes, match_info: dict[str, str],
+                 chunked: bool = False, delay: float = 0.0) -> None:
         self.app = app
         self.method = method
         self.path = path
@@ -304,6 +322,8 @@ class FakeRequest:
         self.headers = CIMultiDict(headers)
         self.match_info = match_info
         self._body = body
+        self.content_length = None if chunked else len(body)
+        self.content = FakeBody(body, delay)
 
     async def read(self) -> bytes:
         return self._body
@@ -339,10 +359,15 @@ class FakeSession:
         self.sim = sim
 
     def request(self, method: str, url: str, data: bytes | None = None,
-                headers: dict[str, str] | None = None) -> _Exchange:
+                headers: dict[str, str] | None = None,
+                allow_redirects: bool = True) -> _Exchange:
+        # The Leader's credential never follows a redirect (dap/origin.py).
+        assert not allow_redirects, "the Leader would follow a redirect with its token"
         return _Exchange(self.sim, method, url, data, headers)
 
-    def delete(self, url: str, headers: dict[str, str] | None = None) -> _Exchange:
+    def delete(self, url: str, headers: dict[str, str] | None = None,
+               allow_redirects: bool = True) -> _Exchange:
+        assert not allow_redirects, "the Leader would follow a redirect with its token"
         return _Exchange(self.sim, "DELETE", url, None, headers)
 
 
@@ -456,7 +481,9 @@ class Simulation:
         self.network = Network(self)
         base = {"worker_interval": 0.05, "retry_after": 1, "straggler_age": 2.0,
                 "min_job_size": 3, "max_job_size": 8, "job_concurrency": 3,
-                "job_lease": 20.0, "collection_give_up_after": 400.0}
+                "job_lease": 20.0, "collection_give_up_after": 400.0,
+                # Blocking work on the event loop: a seed replays the same run.
+                "worker_threads": 0}
         self.leader = Node(self, AggregatorConfig(
             role="leader", datastore=str(tmp_path / "leader.sqlite"), **base))  # type: ignore
         self.helper = Node(self, AggregatorConfig(

@@ -105,6 +105,7 @@ def build_app(config: AggregatorConfig, datastore: Datastore | None = None,
             await task
 
     async def close_datastore(app: web.Application) -> None:
+        st.close()  # the worker threads finish what they run, before the datastore closes
         if datastore is None:
             ds.close()
 

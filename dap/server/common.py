@@ -3,12 +3,14 @@ authentication, media types and the asynchronous-response conventions (DAP-18 Se
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import binascii
 import logging
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, TypeVar
 
 from aiohttp import web
 
@@ -24,6 +26,7 @@ from dap.storage import Datastore
 
 log = logging.getLogger("ppm.server")
 
+T = TypeVar("T")
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 CONFIG_KEY: web.AppKey[AggregatorConfig] = web.AppKey("config", AggregatorConfig)
@@ -43,6 +46,23 @@ class AppState:
         self.rng = rng
         self._keyring: Keyring | None = None
         self._keyring_at = 0.0
+        # Blocking work (decoding, decryption, VDAF preparation, bounded transactions) runs
+        # here, off the event loop; several threads, so that one large request does not
+        # hold up another task's. 0 threads: on the event loop (deterministic tests).
+        self.executor = (ThreadPoolExecutor(config.worker_threads,
+                                            thread_name_prefix=f"ppm-{config.role}")
+                         if config.worker_threads > 0 else None)
+
+    async def offload(self, func: Callable[..., T], *args: Any) -> T:
+        """Run `func(*args)` in a worker thread (see `executor`), the event loop answering
+        other requests meanwhile."""
+        if self.executor is None:
+            return func(*args)
+        return await asyncio.get_running_loop().run_in_executor(self.executor, func, *args)
+
+    def close(self) -> None:
+        if self.executor is not None:
+            self.executor.shutdown(wait=True, cancel_futures=True)
 
     def keyring(self) -> Keyring:
         """HPKE keys, reloaded at most once a second (so rotations take effect)."""

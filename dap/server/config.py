@@ -27,7 +27,8 @@ Example (every key but `role` and `datastore` is optional)::
       "body_timeout": 30.0,              # seconds to send a whole request body
       "max_connections": 1000,           # then the oldest idle connection is closed
       "tls_cert": "cert.pem", "tls_key": "key.pem",   # serve HTTPS (both or neither)
-      "tls_ca_file": "ca.pem"            # also trust this CA for requests to the Helper
+      "tls_ca_file": "ca.pem",           # also trust this CA for requests to the Helper
+      "worker_threads": 4                # blocking work off the event loop (0: on it)
     }
 
 Relative paths (datastore, TLS files) are relative to the configuration file. See
@@ -77,6 +78,8 @@ class AggregatorConfig:
     tls_cert: str | None = None
     tls_key: str | None = None
     tls_ca_file: str | None = None
+    worker_threads: int = 4
+
 
     def __post_init__(self) -> None:
         if self.role not in ("leader", "helper"):
@@ -88,6 +91,8 @@ class AggregatorConfig:
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise ValueError(f"{name} must be a positive integer")
+        if not isinstance(self.worker_threads, int) or self.worker_threads < 0:
+            raise ValueError("worker_threads must be a non-negative integer")
         for name in ("idle_timeout", "body_timeout"):
             value = getattr(self, name)
             if not isinstance(value, int | float) or isinstance(value, bool) or value <= 0:

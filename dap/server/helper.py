@@ -24,7 +24,6 @@ from dap.server.common import (
     state,
     task_id_param,
 )
-from dap.server.serving import offload
 from dap.storage import AggregateShareJobState, AggregationJobState
 
 log = logging.getLogger("ppm.helper")
@@ -44,7 +43,7 @@ async def post_aggregation_jobs(request: web.Request) -> web.StreamResponse:
     body = await read_body(request, task, "AggregationJobInitReq",
                            st.config.max_aggregation_job_bytes)
     keyring = st.keyring()
-    result = await offload(_init_job, st, task, body, st.config.async_helper, keyring, None)
+    result = await st.offload(_init_job, st, task, body, st.config.async_helper, keyring, None)
     location = f"{request.path}/{b64url(result.job_id)}"
     if result.response is None:
         request.app[WAKE_KEY].set()
@@ -63,7 +62,7 @@ async def put_aggregation_job(request: web.Request) -> web.StreamResponse:
     body = await read_body(request, task, "AggregationJobInitReq",
                            st.config.max_aggregation_job_bytes)
     keyring = st.keyring()
-    result = await offload(_init_job, st, task, body, False, keyring, job_id)
+    result = await st.offload(_init_job, st, task, body, False, keyring, job_id)
     assert result.response is not None
     return message_response(task, "AggregationJobResp", result.response,
                             task.profile.statuses["aggregation_job_init"])
@@ -83,7 +82,7 @@ async def post_aggregation_job(request: web.Request) -> web.StreamResponse:
         with st.datastore.transaction() as tx:
             return core.continue_aggregation_job(tx, task, job_id, body)
 
-    result = await offload(run)
+    result = await st.offload(run)
     location = f"{request.path}?step={result.step}"
     assert result.response is not None
     return message_response(task, "AggregationJobResp", result.response, 200, location)
@@ -137,7 +136,7 @@ async def post_aggregate_shares(request: web.Request) -> web.StreamResponse:
         with st.datastore.transaction() as tx:
             return core.create_aggregate_share(tx, task, body, asynchronous, rng=st.rng)
 
-    result = await offload(run)
+    result = await st.offload(run)
     location = f"{request.path}/{b64url(result.share_id)}"
     if result.response is None:
         request.app[WAKE_KEY].set()
@@ -216,7 +215,7 @@ async def worker(app: web.Application, st: AppState) -> None:
     wake = app[WAKE_KEY]
     while True:
         try:
-            busy = await offload(run_pending, st)
+            busy = await st.offload(run_pending, st)
         except Exception:  # noqa: BLE001 - keep the worker alive, log, retry later
             log.exception("helper worker step failed")
             busy = False

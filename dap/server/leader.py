@@ -38,7 +38,7 @@ from dap.server.common import (
     state,
     task_id_param,
 )
-from dap.server.serving import client_ssl_context, offload
+from dap.server.serving import client_ssl_context
 from dap.storage import (
     AggregationJobRecord,
     AggregationJobState,
@@ -62,7 +62,7 @@ async def put_or_post_reports(request: web.Request) -> web.StreamResponse:
     body = await read_body(request, task, task.profile.message_names["upload"],
                            st.config.max_upload_bytes)
     keyring = st.keyring()
-    errors = await offload(store_upload, st, task, keyring, body)
+    errors = await st.offload(store_upload, st, task, keyring, body)
     request.app[WAKE_KEY].set()
     answer = w.upload_answer(task, errors)  # raises the DAP-09 problem of a refused report
     if answer is None:
@@ -77,7 +77,7 @@ UPLOAD_CHUNK = 256
 def store_upload(st: AppState, task: Any, keyring: Any, body: bytes
                  ) -> list[tuple[bytes, Any]]:
     """Decode an upload and store its reports in transactions of at most UPLOAD_CHUNK
-    reports, in a worker thread (`offload`): the event loop and other requests are not
+    reports, in a worker thread (`AppState.offload`): the event loop and other requests are not
     held up by a large body. A crash midway leaves the first chunks stored; the Client,
     which got no answer, retries and its stored reports then count as replays (they
     are aggregated once, as every stored report)."""
@@ -236,7 +236,7 @@ class LeaderWorker:
 
             # The Leader's decryption and VDAF preparation of a job (at most
             # max_job_size reports) in a worker thread, not on the event loop.
-            created += await offload(create)
+            created += await st.offload(create)
         return created > 0
 
     # stepping aggregation jobs

@@ -30,7 +30,6 @@ import json
 import logging
 import signal
 import ssl
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -131,13 +130,6 @@ async def read_limited(request: web.Request, limit: int, timeout: float,
         raise HttpProblem(408, "Request Timeout", f"request body not received within "
                           f"{timeout:g} s", task_id=task_id) from None
     return bytes(buf)
-
-
-async def offload(func: Callable[..., T], *args: Any) -> T:
-    """Run blocking work (decoding, decryption, VDAF preparation, a bounded datastore
-    transaction) in a worker thread, so that the event loop keeps answering other
-    requests meanwhile."""
-    return await asyncio.to_thread(func, *args)
 
 
 # -- the aiohttp server -------------------------------------------------------------------
