@@ -128,20 +128,64 @@ class JobSizes:
     jobs_per_pass: int = 4      # at most this many jobs' worth of reports per call
 
 
-def create_aggregation_jobs(tx: Transaction, task: AggregatorTask, keyring: Keyring,
-                            now: float, sizes: JobSizes, clock_skew: int, *, rng: Rng
-                            ) -> list[AggregationJobRecord]:
-    """Turn uploaded reports into aggregation jobs. Fewer than `min_job_size` reports
-    wait, unless the oldest has waited `straggler_age` seconds (stragglers do not stall
-    collection). Job IDs and new leader-selected batch IDs are drawn from `rng`."""
+# (verification key ID, report ID -> (the decoded report, the Leader's init state or the
+# report's error))
+PreparedReports = tuple[int, dict[bytes, tuple[Any, "Continued | ReportError"]]]
+
+
+def reports_ready(tx: Transaction, task: AggregatorTask, now: float, sizes: JobSizes
+                  ) -> list[ClientReportRecord]:
+    """The new reports that the next jobs take: none while there are fewer than
+    `min_job_size`, unless the oldest has waited `straggler_age` seconds."""
     tid = task.task_id
     reports = tx.list_new_reports(tid, sizes.max_job_size * sizes.jobs_per_pass)
-    if not reports:
-        return []
-    if len(reports) < sizes.min_job_size:
+    if reports and len(reports) < sizes.min_job_size:
         age = tx.oldest_new_report_age(tid, now)
         if age is None or age < sizes.straggler_age:
             return []
+    return reports
+
+
+def prepare_aggregation_jobs(task: AggregatorTask, keyring: Keyring,
+                             reports: Sequence[ClientReportRecord], now: float,
+                             clock_skew: int) -> PreparedReports:
+    """The Leader's decryption and VDAF preparation (ping-pong init) of new reports,
+    outside any transaction: the verification key ID used and, by report ID, each
+    report's state or error, for `create_aggregation_jobs(prepared=...)`, whose
+    transaction then only checks against stored state and commits."""
+    key_id = task.leader_key_id()
+    if key_id is None:
+        return -1, {}
+    vdaf = task.vdaf
+    ctx = task.task.vdaf_ctx()
+    verify_key = task.verify_keys[key_id]
+    out: dict[bytes, tuple[Any, Continued | ReportError]] = {}
+    for rec in reports:
+        report = task.wire.decode_report(rec.report)
+        out[bytes(rec.report_id)] = (report, _leader_open_one(
+            task, keyring, report, vdaf, ctx, verify_key, now, clock_skew))
+    return key_id, out
+
+
+def create_aggregation_jobs(tx: Transaction, task: AggregatorTask, keyring: Keyring,
+                            now: float, sizes: JobSizes, clock_skew: int, *, rng: Rng,
+                            prepared: PreparedReports | None = None
+                            ) -> list[AggregationJobRecord]:
+    """Turn uploaded reports into aggregation jobs. Fewer than `min_job_size` reports
+    wait, unless the oldest has waited `straggler_age` seconds (stragglers do not stall
+    collection). Job IDs and new leader-selected batch IDs are drawn from `rng`.
+    `prepared` (from `prepare_aggregation_jobs`) spares the transaction the decryption
+    and VDAF work of the reports it covers."""
+    tid = task.task_id
+    if prepared is not None:
+        # Only the prepared reports (the transaction does no VDAF work); the others wait
+        # for the next pass.
+        reports = [r for r in reports_ready(tx, task, now, sizes)
+                   if bytes(r.report_id) in prepared[1]]
+    else:
+        reports = reports_ready(tx, task, now, sizes)
+    if not reports:
+        return []
     vdaf = task.vdaf
     ctx = task.task.vdaf_ctx()
     key_id = task.leader_key_id()
@@ -151,11 +195,14 @@ def create_aggregation_jobs(tx: Transaction, task: AggregatorTask, keyring: Keyr
                              error=int(ReportError.UNKNOWN_VERIFICATION_KEY_ID))
         return []
     verify_key = task.verify_keys[key_id]
+    # Prepared under another verification key: not used.
+    outcomes = prepared[1] if prepared is not None and prepared[0] == key_id else {}
     ready: list[tuple[ClientReportRecord, Any, Continued]] = []
     for rec in reports:
-        report = task.wire.decode_report(rec.report)
+        pre = outcomes.get(bytes(rec.report_id))
+        report = pre[0] if pre is not None else task.wire.decode_report(rec.report)
         outcome = _leader_init_one(tx, task, keyring, rec, report, vdaf, ctx, verify_key, now,
-                                   clock_skew)
+                                   clock_skew, pre[1] if pre is not None else None)
         if isinstance(outcome, ReportError):
             tx.set_report_states(tid, [rec.report_id], ReportState.FAILED, error=int(outcome))
         else:
@@ -168,7 +215,9 @@ def create_aggregation_jobs(tx: Transaction, task: AggregatorTask, keyring: Keyr
 
 def _leader_init_one(tx: Transaction, task: AggregatorTask, keyring: Keyring,
                      rec: ClientReportRecord, report: Any, vdaf: Any, ctx: bytes,
-                     verify_key: bytes, now: float, clock_skew: int) -> Continued | ReportError:
+                     verify_key: bytes, now: float, clock_skew: int,
+                     prepared: Continued | ReportError | None = None
+                     ) -> Continued | ReportError:
     md = report.report_metadata
     rid = bytes(md.report_id)
     t = rec.time
@@ -177,6 +226,17 @@ def _leader_init_one(tx: Transaction, task: AggregatorTask, keyring: Keyring,
     if task.batch_mode == BatchMode.TIME_INTERVAL and \
             tx.interval_overlaps_collected(task.task_id, t, t + 1):
         return ReportError.BATCH_COLLECTED
+    if prepared is not None:
+        return prepared
+    return _leader_open_one(task, keyring, report, vdaf, ctx, verify_key, now, clock_skew)
+
+
+def _leader_open_one(task: AggregatorTask, keyring: Keyring, report: Any, vdaf: Any,
+                     ctx: bytes, verify_key: bytes, now: float, clock_skew: int
+                     ) -> Continued | ReportError:
+    """The checks and preparation of one report that need no datastore."""
+    md = report.report_metadata
+    rid = bytes(md.report_id)
     plaintext = decrypt_input_share(task, keyring, Role.LEADER, md, report.public_share,
                                     report.leader_encrypted_input_share)
     if isinstance(plaintext, ReportError):
@@ -262,13 +322,39 @@ def _store_job(tx: Transaction, task: AggregatorTask, batch_id: bytes | None,
 _UNFINISHED = (ReportAggregationState.ACTIVE, ReportAggregationState.FINISHED_OUTBOUND)
 
 
+def prepare_job_response(task: AggregatorTask, job: AggregationJobRecord,
+                         records: Sequence[ReportAggregationRecord], body: bytes
+                         ) -> dict[bytes, tuple[bytes | None, Any]]:
+    """The Leader's VDAF work on a Helper's answer, outside any transaction: for each
+    report the Helper continued, (the verify state it started from, the ping-pong
+    outcome), for `process_aggregation_job_response(prepared=...)`, which uses an outcome
+    only if the report's stored state is still the one it started from."""
+    try:
+        resps = {bytes(v.report_id): v for v in task.wire.decode_job_resp(body)}
+    except DecodeError:
+        return {}
+    vdaf = task.vdaf
+    ctx = task.task.vdaf_ctx()
+    out: dict[bytes, tuple[bytes | None, Any]] = {}
+    for rec in records:
+        vr = resps.get(bytes(rec.report_id))
+        if vr is not None and vr.kind == VerifyRespType.CONTINUE \
+                and rec.state == ReportAggregationState.ACTIVE:
+            prev = Continued(vdaf.decode_verify_state(rec.verify_state or b""), job.step, b"")
+            out[bytes(rec.report_id)] = (rec.verify_state, ping_pong_leader_continued(
+                vdaf, ctx, job.agg_param, prev, vr.payload or b""))
+    return out
+
+
 def process_aggregation_job_response(tx: Transaction, task: AggregatorTask,
-                                     job: AggregationJobRecord, body: bytes
-                                     ) -> AggregationJobState:
+                                     job: AggregationJobRecord, body: bytes, *,
+                                     prepared: dict[bytes, tuple[bytes | None, Any]]
+                                     | None = None) -> AggregationJobState:
     """Process the Helper's `AggregationJobResp` to the job's current request: commit
     finished output shares, reject what was rejected, and prepare the next request if
     verification continues. A response that does not match abandons the job. Returns the
-    job's new state."""
+    job's new state. `prepared` (from `prepare_job_response`) spares the transaction the
+    VDAF work."""
     tid = task.task_id
     vdaf = task.vdaf
     ctx = task.task.vdaf_ctx()
@@ -288,8 +374,14 @@ def process_aggregation_job_response(tx: Transaction, task: AggregatorTask,
         if vr.kind == VerifyRespType.REJECT:
             rec.state, rec.error = ReportAggregationState.REJECTED, int(vr.error or 0)
         elif vr.kind == VerifyRespType.CONTINUE and rec.state == ReportAggregationState.ACTIVE:
-            prev = Continued(vdaf.decode_verify_state(rec.verify_state or b""), job.step, b"")
-            state = ping_pong_leader_continued(vdaf, ctx, job.agg_param, prev, vr.payload or b"")
+            pre = (prepared or {}).get(bytes(rec.report_id))
+            if pre is not None and pre[0] == rec.verify_state:
+                state = pre[1]
+            else:
+                prev = Continued(vdaf.decode_verify_state(rec.verify_state or b""), job.step,
+                                 b"")
+                state = ping_pong_leader_continued(vdaf, ctx, job.agg_param, prev,
+                                                   vr.payload or b"")
             if isinstance(state, Finished):
                 to_commit.append((rec, OutputShare(rec.report_id, rec.time,
                                                    bucket_for(task, rec.time, job.batch_id),

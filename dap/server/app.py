@@ -49,11 +49,17 @@ async def get_hpke_config(request: web.Request) -> web.StreamResponse:
             task_id = bytes(TaskID.from_base64url(raw))
         except (ValueError, binascii.Error, TypeError):
             raise DapProblem("unrecognizedTask", "malformed task ID", 404) from None
-        with st.datastore.transaction() as tx:
-            record = tx.get_task(task_id)
-        if record is None or record.role != st.config.role:
+        cached = st.tasks.peek(task_id)  # without the datastore, when loaded
+        role: str | None
+        if cached is not None:
+            role, name = cached.record.role, cached.record.profile
+        else:
+            with st.datastore.transaction() as tx:
+                record = tx.get_task(task_id)
+            role, name = (record.role, record.profile) if record else (None, "")
+        if role != st.config.role:
             raise DapProblem("unrecognizedTask", "unknown task", 404, task_id=task_id)
-        profile = get_profile(record.profile)
+        profile = get_profile(name)
     config_list = st.keyring().config_list()
     return web.Response(body=config_list.encode(), headers={
         "Content-Type": profile.media_type_for("HpkeConfigList"),

@@ -77,6 +77,11 @@ class AppState:
         self._keyring = None
 
     def task(self, task_id: bytes, role: Role) -> AggregatorTask:
+        # A loaded task is answered without the datastore (which a worker thread may be
+        # holding for a large job's commit).
+        task = self.tasks.peek(task_id)
+        if task is not None and task.role == role:
+            return task
         with self.datastore.transaction() as tx:
             return self.tasks.get(tx, task_id, role)
 

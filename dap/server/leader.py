@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from typing import Any
 
 import aiohttp
@@ -88,8 +87,7 @@ def store_upload(st: AppState, task: Any, keyring: Any, body: bytes
         with st.datastore.transaction() as tx:
             errors += core.store_reports(tx, task, keyring, reports[i:i + UPLOAD_CHUNK], now,
                                          st.config.clock_skew)
-        if i + UPLOAD_CHUNK < len(reports):
-            time.sleep(0.0005)  # let a waiting request take the datastore
+        # Between chunks a waiting request takes the datastore (its lock is fair).
     return errors
 
 
@@ -230,12 +228,21 @@ class LeaderWorker:
             task = st.task(tid, Role.LEADER)
 
             def create(task: Any = task) -> int:
+                now = st.clock()
                 with st.datastore.transaction() as tx:
-                    return len(core.create_aggregation_jobs(tx, task, keyring, st.clock(),
-                                                            sizes, cfg.clock_skew, rng=st.rng))
+                    new = core.reports_ready(tx, task, now, sizes)
+                if not new:
+                    return 0
+                # Decryption and VDAF preparation outside the transaction, which then
+                # only checks and commits (a short hold of the datastore).
+                prepared = core.prepare_aggregation_jobs(task, keyring, new, now,
+                                                         cfg.clock_skew)
+                with st.datastore.transaction() as tx:
+                    return len(core.create_aggregation_jobs(
+                        tx, task, keyring, now, sizes, cfg.clock_skew, rng=st.rng,
+                        prepared=prepared))
 
-            # The Leader's decryption and VDAF preparation of a job (at most
-            # max_job_size reports) in a worker thread, not on the event loop.
+            # In a worker thread, not on the event loop.
             created += await st.offload(create)
         return created > 0
 
@@ -306,17 +313,29 @@ class LeaderWorker:
                 # Ignored: the job is then polled or continued at its own URL.
                 log.warning("aggregation job %s: %s", job.job_id.hex(), exc)
         if 200 <= status < 300 and content:
-            with st.datastore.transaction() as tx:
-                fresh = tx.get_aggregation_job(job.task_id, job.job_id)
-                if fresh is None or fresh.state != AggregationJobState.ACTIVE \
-                        or fresh.step != job.step \
-                        or fresh.request != job.request:
-                    return  # a late answer to a step another worker already processed
-                fresh.helper_url = job.helper_url
-                fresh.response = None
-                fresh.lease_expiry = 0.0
-                new_state = core.process_aggregation_job_response(tx, task, fresh, content)
-                abandoned = new_state == AggregationJobState.ABANDONED
+            def process() -> bool | None:
+                # The VDAF work outside the transaction, which then checks and commits.
+                with st.datastore.transaction() as tx:
+                    records = tx.get_report_aggregations(job.task_id, job.job_id)
+                prepared = core.prepare_job_response(task, job, records, content)
+                with st.datastore.transaction() as tx:
+                    fresh = tx.get_aggregation_job(job.task_id, job.job_id)
+                    if fresh is None or fresh.state != AggregationJobState.ACTIVE \
+                            or fresh.step != job.step \
+                            or fresh.request != job.request:
+                        return None  # a late answer to a step another worker processed
+                    fresh.helper_url = job.helper_url
+                    fresh.response = None
+                    fresh.lease_expiry = 0.0
+                    new_state = core.process_aggregation_job_response(
+                        tx, task, fresh, content, prepared=prepared)
+                    return new_state == AggregationJobState.ABANDONED
+
+            # The Leader's VDAF work on the answer (at most max_job_size reports) runs in
+            # a worker thread, not on the event loop.
+            abandoned = await st.offload(process)
+            if abandoned is None:
+                return
             if abandoned:
                 await self._delete_helper_job(task, job)
             self.app[WAKE_KEY].set()

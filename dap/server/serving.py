@@ -30,6 +30,7 @@ import json
 import logging
 import signal
 import ssl
+import sys
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -45,6 +46,7 @@ T = TypeVar("T")
 
 KiB = 1024
 MiB = 1024 * KiB
+GIL_SWITCH_INTERVAL = 0.0005   # seconds (see GuardedRunner)
 
 
 @dataclass(frozen=True)
@@ -182,21 +184,34 @@ class _GuardedServer(Server):
         self.max_connections = max_connections
         self.refused = 0
         self.evicted = 0
+        # Every handler made and not yet closed, oldest first (asyncio may accept a burst
+        # of connections before any of them is registered as made).
+        self._live: dict[_GuardedHandler, None] = {}
+
+    @property
+    def open_connections(self) -> int:
+        return len(self._live)
+
+    def connection_lost(self, handler: RequestHandler,
+                        exc: BaseException | None = None) -> None:
+        self._live.pop(handler, None)  # type: ignore[call-overload]
+        super().connection_lost(handler, exc)
 
     def __call__(self) -> RequestHandler:
-        if len(self._connections) >= self.max_connections:
-            # Evict the oldest idle connection (dicts keep insertion order); with none
-            # idle, refuse this one (it is closed as soon as it is made).
-            for handler in self._connections:
-                if isinstance(handler, _GuardedHandler) and handler.idle:
-                    self.evicted += 1
-                    handler.force_close()
-                    self._connections.pop(handler, None)
-                    break
-            else:
+        if len(self._live) >= self.max_connections:
+            # Evict the oldest idle connection; with none idle, refuse this one (it is
+            # closed as soon as it is made).
+            victim = next((h for h in self._live if h.transport is not None and h.idle),
+                          None)
+            if victim is None:
                 self.refused += 1
                 return _Refuse()  # type: ignore[return-value]
-        return _GuardedHandler(self, loop=self._loop, **self._kwargs)
+            self.evicted += 1
+            self._live.pop(victim, None)
+            victim.force_close()
+        handler = _GuardedHandler(self, loop=self._loop, **self._kwargs)
+        self._live[handler] = None
+        return handler
 
 
 class _Refuse(asyncio.Protocol):
@@ -211,6 +226,13 @@ class GuardedRunner(web.AppRunner):
     def __init__(self, app: web.Application, limits: HttpLimits, **kwargs: Any) -> None:
         super().__init__(app, access_log=None, **kwargs)
         self.limits = limits
+        # Worker threads doing CPU work (decoding, VDAF preparation) hold the GIL; the
+        # event loop thread gets it back within the interpreter's switch interval, which
+        # each of a request's many GIL hand-offs may wait. 5 ms by default: shortened, so
+        # that requests stay fast while a large job is prepared (process-wide; a server
+        # process is dedicated to serving).
+        if sys.getswitchinterval() > GIL_SWITCH_INTERVAL:
+            sys.setswitchinterval(GIL_SWITCH_INTERVAL)
 
     async def _make_server(self) -> Server:
         inner = await super()._make_server()

@@ -12,6 +12,7 @@ import os
 import sqlite3
 import threading
 import time
+from collections import deque
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import astuple, fields
@@ -568,8 +569,60 @@ def _private_file(path: str) -> None:
 
 
 def _bytes_tuple(record: Any) -> tuple[Any, ...]:
-    """Record fields as SQLite values (bytes subclasses such as TaskID become bytes)."""
-    return tuple(bytes(v) if isinstance(v, bytes) else v for v in astuple(record))
+    """Record fields as SQLite values (bytes subclasses such as TaskID become bytes). The
+    records' fields are flat values: no deep copy (`astuple`) is needed."""
+    values = (getattr(record, f.name) for f in fields(record))
+    return tuple(bytes(v) if isinstance(v, bytes) else v for v in values)
+
+
+class FairRLock:
+    """A re-entrant lock that hands itself to the longest waiting thread.
+
+    `threading.RLock` is not fair: a thread that releases it and asks again at once (a
+    worker storing a large upload chunk by chunk) usually gets it back before a woken
+    waiter (the event loop thread) is scheduled, and on a loaded machine the waiter
+    starves for seconds. Here a release with waiters makes the first of them the owner."""
+
+    def __init__(self) -> None:
+        self._mutex = threading.Lock()
+        self._owner: int | None = None
+        self._count = 0
+        self._waiters: deque[tuple[int, threading.Lock]] = deque()
+
+    def acquire(self) -> None:
+        me = threading.get_ident()
+        with self._mutex:
+            if self._owner == me:
+                self._count += 1
+                return
+            if self._owner is None:
+                self._owner, self._count = me, 1
+                return
+            gate = threading.Lock()
+            gate.acquire()
+            self._waiters.append((me, gate))
+        gate.acquire()  # released by the thread that handed us the lock
+
+    def release(self) -> None:
+        with self._mutex:
+            if self._owner != threading.get_ident():
+                raise RuntimeError("release of a lock not held by this thread")
+            self._count -= 1
+            if self._count:
+                return
+            if self._waiters:
+                self._owner, gate = self._waiters.popleft()
+                self._count = 1
+                gate.release()
+            else:
+                self._owner = None
+
+    def __enter__(self) -> FairRLock:
+        self.acquire()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
 
 
 class SqliteDatastore:
@@ -588,7 +641,7 @@ class SqliteDatastore:
         if key is None and key_from_env:
             key = secrets_key_from_env()
         self._box = SecretBox(key) if key is not None else None
-        self._lock = threading.RLock()
+        self._lock = FairRLock()
         _private_file(self.path)
         self._conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False,
                                      timeout=30.0)
