@@ -695,8 +695,13 @@ class SqliteDatastore:
             if box is None:
                 raise DatastoreKeyError(f"the datastore {self.path} has encrypted secrets: "
                                         f"set {KEY_ENV} to its key")
-            if box.open(bytes(row[0]), b"secrets_meta|key_check") != _CHECK:
-                raise DatastoreKeyError(f"{KEY_ENV} is not this datastore's key")
+            try:
+                right = box.open(bytes(row[0]), b"secrets_meta|key_check") == _CHECK
+            except DatastoreKeyError:
+                right = False
+            if not right:
+                raise DatastoreKeyError(f"{KEY_ENV} is not the key of the datastore "
+                                        f"{self.path} (its secrets do not open)")
             return False
         if box is None:
             return False
