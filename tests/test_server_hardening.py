@@ -394,7 +394,9 @@ def test_slow_bodies_time_out(tmp_path: Path) -> None:
             async def attack() -> list[tuple[float, bytes]]:
                 return list(await asyncio.gather(*(slow_client() for _ in range(20))))
 
-            results = await prober.during(attack())
+            with PeakRss() as rss:
+                results = await prober.during(attack())
+            assert rss.growth < 32 * MiB, rss.growth
             for took, data in results:
                 head, _, payload = data.partition(b"\r\n\r\n")
                 assert head.startswith(b"HTTP/1.1 408"), head
@@ -442,7 +444,9 @@ def test_slow_headers_are_dropped(tmp_path: Path) -> None:
             async def attack() -> list[float]:
                 return list(await asyncio.gather(*(trickle() for _ in range(20))))
 
-            took = await prober.during(attack())
+            with PeakRss() as rss:
+                took = await prober.during(attack())
+            assert rss.growth < 32 * MiB, rss.growth
             print(f"\nslow headers: connections closed after {min(took):.2f} to "
                   f"{max(took):.2f} s (the whole header would take 14 s)")
             assert all(0.9 < t < 1.0 + 2.5 for t in took), took
@@ -478,10 +482,12 @@ def test_many_idle_connections_cannot_lock_out_clients(tmp_path: Path) -> None:
                 await asyncio.sleep(0.2)
                 return max(peak, guarded.open_connections)
 
-            peak = await prober.during(attack())
+            with PeakRss() as rss:
+                peak = await prober.during(attack())
             print(f"\nidle connections: 300 opened, at most {peak} held by the Leader "
                   f"(cap {cap}); {guarded.evicted} idle ones evicted, {guarded.refused} "
-                  f"refused")
+                  f"refused; resident set grew by {rss.growth / MiB:.1f} MiB")
+            assert rss.growth < 32 * MiB
             assert peak <= cap
             assert guarded.evicted >= 300 - cap
             prober.check("many idle connections")

@@ -258,3 +258,21 @@ def test_collector_keeps_its_token_at_the_leader(tmp_path: Path, answer: str) ->
                 assert thief.seen == []
 
     asyncio.run(go())
+
+
+def test_admin_client_does_not_follow_redirects(tmp_path: Path) -> None:
+    """urllib would follow a GET redirect with the admin bearer token to any origin."""
+    from dap.admin_client import AdminClient, AdminError
+
+    async def go() -> None:
+        async with Peer(_nothing) as thief:
+            async def redirect(request: web.Request) -> web.StreamResponse:
+                return web.Response(status=302, headers={"Location": f"{thief.url}x"})
+
+            async with Peer(redirect) as admin:
+                client = AdminClient(admin.url, "admin-token")
+                with pytest.raises(AdminError, match="HTTP 302"):
+                    await asyncio.to_thread(client.request, "GET", "internal/tasks")
+                assert admin.seen and thief.seen == []
+
+    asyncio.run(go())
