@@ -159,6 +159,7 @@ class _GuardedHandler(RequestHandler):
             detail = "internal server error"
         else:
             detail = message or (str(exc) if exc else "malformed HTTP request")
+            detail = " ".join(detail.split())  # aiohttp's messages span lines
             log.info("refused a malformed HTTP request from %s: %s",
                      getattr(request, "remote", "?"), detail)
         if request.writer.output_size > 0:
