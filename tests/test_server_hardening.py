@@ -616,3 +616,16 @@ def test_admin_api_bad_input_is_400_not_500(tmp_path: Path) -> None:
                             text
 
     asyncio.run(go())
+
+
+def test_connection_cap_fits_the_file_descriptor_limit(monkeypatch: pytest.MonkeyPatch
+                                                       ) -> None:
+    """The issue's flood ended in "Too many open files": the cap is lowered below the
+    process's descriptor limit, keeping descriptors for the datastore and the Helper."""
+    import resource
+
+    from dap.server.serving import FD_RESERVE, connection_cap
+
+    monkeypatch.setattr(resource, "getrlimit", lambda _which: (1024, 4096))
+    assert connection_cap(1000) == 1024 - FD_RESERVE
+    assert connection_cap(500) == 500

@@ -220,6 +220,28 @@ class _Refuse(asyncio.Protocol):
         transport.abort() if isinstance(transport, asyncio.Transport) else transport.close()
 
 
+# File descriptors kept free for everything but client connections (the listening
+# socket, the datastore and its WAL, outgoing requests to the Helper, log files).
+FD_RESERVE = 64
+
+
+def connection_cap(max_connections: int) -> int:
+    """`max_connections`, lowered to what the process's file descriptor limit allows:
+    past it, accepting fails with "Too many open files" (and asyncio logs each failure)."""
+    try:
+        import resource
+
+        soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    except (ImportError, OSError, ValueError):  # pragma: no cover - not Unix
+        return max_connections
+    if soft == resource.RLIM_INFINITY or soft - FD_RESERVE >= max_connections:
+        return max_connections
+    cap = max(1, soft - FD_RESERVE)
+    log.warning("max_connections %d lowered to %d: the file descriptor limit is %d",
+                max_connections, cap, soft)
+    return cap
+
+
 class GuardedRunner(web.AppRunner):
     """``web.AppRunner`` serving with :class:`_GuardedServer` (connection cap, parser
     errors as problem documents). Use it (:func:`start_site`) for every server."""
@@ -237,7 +259,7 @@ class GuardedRunner(web.AppRunner):
 
     async def _make_server(self) -> Server:
         inner = await super()._make_server()
-        return _GuardedServer(inner, self.limits.max_connections)
+        return _GuardedServer(inner, connection_cap(self.limits.max_connections))
 
     @property
     def guarded(self) -> _GuardedServer | None:
