@@ -19,7 +19,7 @@ import aiohttp
 
 from dap.dp import decode_spec, policy_from_spec
 from dap.hpke import HpkeKeypair
-from dap.origin import ForeignLocation, resolve_location
+from dap.origin import NO_COMPRESSION, ForeignLocation, read_response, resolve_location
 from dap.problems import ProblemDocument, ProblemDocumentError
 from dap.task import DapTask
 
@@ -58,7 +58,10 @@ class Collector:
     @property
     def session(self) -> aiohttp.ClientSession:
         if self._session is None:
-            self._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=60))
+            # Answers uncompressed and bounded (dap/origin.py).
+            self._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=60),
+                                                  auto_decompress=False,
+                                                  headers=NO_COMPRESSION)
         return self._session
 
     async def close(self) -> None:
@@ -92,7 +95,7 @@ class Collector:
         url = profile.resource_url(resource, self.task.leader_aggregator_endpoint, **ids)
         async with self.session.request(method, url, data=req.encode(), headers=self._headers(
                 profile.media_type_for(req)), allow_redirects=False) as resp:
-            content = await resp.read()
+            content = await read_response(resp)
             _check_status(resp.status, content, resp.headers.get("Location"))
             location = resp.headers.get("Location")
         if self.flow.collector_chooses_job_id:
@@ -109,7 +112,7 @@ class Collector:
         method, _ = self.task.profile.request("collection_job_poll")
         async with self.session.request(method, job_url, headers=self._headers(),
                                         allow_redirects=False) as resp:
-            content = await resp.read()
+            content = await read_response(resp)
             _check_status(resp.status, content, resp.headers.get("Location"))
             retry = resp.headers.get("Retry-After")
         if not content or resp.status == 202:
@@ -161,7 +164,7 @@ class Collector:
     async def delete(self, job_url: str) -> None:
         async with self.session.delete(job_url, headers=self._headers(),
                                        allow_redirects=False) as resp:
-            _check_status(resp.status, await resp.read(), resp.headers.get("Location"))
+            _check_status(resp.status, await read_response(resp), resp.headers.get("Location"))
 
 
 def _check_status(status: int, content: bytes, location: str | None) -> None:

@@ -1,4 +1,4 @@
-"""Credentials stay with their origin.
+"""Credentials stay with their origin, and answers from a peer are bounded.
 
 The Leader sends its token to the Helper and the Collector its token to the Leader. A
 token must never reach another origin (RFC 6454: scheme, host, port), neither by an HTTP
@@ -13,7 +13,10 @@ Section 5.2, "token redirect").
 
 from __future__ import annotations
 
+from typing import Any
 from urllib.parse import urljoin, urlsplit
+
+import aiohttp
 
 _DEFAULT_PORTS = {"http": 80, "https": 443}
 
@@ -46,3 +49,34 @@ def resolve_location(request_url: str, location: str) -> str:
                               f"{request_url!r}: refused (the credential stays with its "
                               "origin)")
     return url
+
+
+# -- bounded answers ------------------------------------------------------------------------
+
+# What a client of this project asks of a peer: no content coding (DAP messages do not
+# compress, and a small compressed answer could inflate to gigabytes), with sessions made
+# `auto_decompress=False`.
+NO_COMPRESSION = {"Accept-Encoding": "identity"}
+MAX_RESPONSE_BYTES = 64 * 1024 * 1024
+
+
+class ResponseTooLarge(aiohttp.ClientPayloadError):
+    """A peer's answer over the limit; a ClientError, so that callers treat it as a
+    failed exchange."""
+
+
+async def read_response(resp: Any, limit: int = MAX_RESPONSE_BYTES) -> bytes:
+    """The body of an answer, at most `limit` bytes (ResponseTooLarge beyond), read as it
+    comes. (A session that decompresses gives the decoded bytes, bounded the same way;
+    ours ask for identity and do not decompress, so a compressed answer fails to decode.)"""
+    if resp.content_length is not None and resp.content_length > limit:
+        raise ResponseTooLarge(f"{resp.url}: answer of {resp.content_length} bytes, over "
+                               f"the limit of {limit}")
+    buf = bytearray()
+    while True:
+        chunk = await resp.content.readany()
+        if not chunk:
+            return bytes(buf)
+        buf += chunk
+        if len(buf) > limit:
+            raise ResponseTooLarge(f"{resp.url}: answer over the limit of {limit} bytes")

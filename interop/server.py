@@ -37,6 +37,7 @@ from dap.collector import CollectionError, Collector
 from dap.common import ReportError
 from dap.core.tasks import AggregatorTask
 from dap.hpke import HpkeError, HpkeKeypair, generate_keypair
+from dap.origin import NO_COMPRESSION
 from dap.profiles import Profile, get_profile
 from dap.profiles.interop_base import InteropFields, TaskFields
 from dap.server.app import build_app
@@ -108,7 +109,9 @@ class Node:
     @property
     def session(self) -> aiohttp.ClientSession:
         if self._session is None:
-            self._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=60))
+            self._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=60),
+                                                  auto_decompress=False,
+                                                  headers=NO_COMPRESSION)
         return self._session
 
     async def close(self) -> None:

@@ -342,9 +342,14 @@ class FakeResponse:
     status: int
     headers: CIMultiDict[str]
     body: bytes
+    url: str = ""
 
     async def read(self) -> bytes:
         return self.body
+
+    def __post_init__(self) -> None:
+        self.content_length = len(self.body)
+        self.content = FakeBody(self.body)  # what read_response reads
 
 
 class _Exchange:

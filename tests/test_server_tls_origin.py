@@ -276,3 +276,41 @@ def test_admin_client_does_not_follow_redirects(tmp_path: Path) -> None:
                 assert admin.seen and thief.seen == []
 
     asyncio.run(go())
+
+
+def test_answers_are_bounded(tmp_path: Path) -> None:
+    """A peer's answer is read up to a limit (dap.origin.read_response): a declared
+    length over it is refused unread, a chunked stream as soon as it passes it; the
+    clients ask for identity and do not decompress."""
+    from dap.origin import ResponseTooLarge, read_response
+
+    async def go() -> None:
+        async def huge(request: web.Request) -> web.StreamResponse:
+            if request.path == "/declared":
+                resp = web.StreamResponse(headers={"Content-Length": str(1 << 40)})
+                await resp.prepare(request)
+                await resp.write(bytes(1024))
+                return resp
+            resp = web.StreamResponse()
+            resp.enable_chunked_encoding()
+            await resp.prepare(request)
+            for _ in range(64):
+                await resp.write(bytes(64 * 1024))
+            await resp.write_eof()
+            return resp
+
+        async with Peer(huge) as peer, aiohttp.ClientSession(auto_decompress=False) as s:
+            for path in ("declared", "chunked"):
+                async with s.get(peer.url + path) as resp:
+                    with pytest.raises(ResponseTooLarge, match="limit"):
+                        await read_response(resp, 1 << 20)
+            async with s.get(peer.url + "chunked") as resp:
+                assert len(await read_response(resp, 8 << 20)) == 64 * 64 * 1024
+        collector = Collector(new_task(Proto("dap-18").count(), "http://l/", "http://h/",
+                                       profile=get_profile("dap-18")).task,
+                              generate_keypair(1), "t")
+        assert collector.session.auto_decompress is False
+        assert collector.session.headers["Accept-Encoding"] == "identity"
+        await collector.close()
+
+    asyncio.run(go())

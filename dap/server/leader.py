@@ -23,7 +23,13 @@ from aiohttp import web
 from dap.common import Role
 from dap.core import leader as core
 from dap.core.errors import NotReady
-from dap.origin import ForeignLocation, resolve_location
+from dap.origin import (
+    MAX_RESPONSE_BYTES,
+    NO_COMPRESSION,
+    ForeignLocation,
+    read_response,
+    resolve_location,
+)
 from dap.problems import ProblemDocument, ProblemDocumentError
 from dap.server.common import (
     AppState,
@@ -173,6 +179,8 @@ class LeaderWorker:
         # which only means re-sending the stored, byte-identical request.
         self.share_locations: dict[bytes, str] = {}
         self.sem = asyncio.Semaphore(max(1, st.config.job_concurrency))
+        # The Helper's answers are at most about the size of the Leader's requests.
+        self.response_limit = max(MAX_RESPONSE_BYTES, st.config.max_aggregation_job_bytes)
         # Job steps in flight. They run beside job creation and collection, so that the
         # Leader prepares the next jobs while the Helper works on the current ones.
         self.in_flight: set[asyncio.Task[None]] = set()
@@ -180,7 +188,10 @@ class LeaderWorker:
     async def run(self) -> None:
         timeout = aiohttp.ClientTimeout(total=self.st.config.http_timeout)
         connector = aiohttp.TCPConnector(ssl=client_ssl_context(self.st.config.tls_ca_file))
-        async with aiohttp.ClientSession(timeout=timeout, connector=connector) as session:
+        # Answers uncompressed and bounded (dap/origin.py): read with read_response.
+        async with aiohttp.ClientSession(timeout=timeout, connector=connector,
+                                         auto_decompress=False,
+                                         headers=NO_COMPRESSION) as session:
             self.session = session
             wake = self.app[WAKE_KEY]
             try:
@@ -295,7 +306,7 @@ class LeaderWorker:
             # Never follow a redirect: the token is for the Helper's origin (dap/origin.py).
             async with self.session.request(method, url, data=body, headers=headers,
                                             allow_redirects=False) as resp:
-                content = await resp.read()
+                content = await read_response(resp, self.response_limit)
                 status = resp.status
                 location = resp.headers.get("Location")
                 retry_after = resp.headers.get("Retry-After")
@@ -428,7 +439,7 @@ class LeaderWorker:
         try:
             async with self.session.request(method, url, data=body, headers=headers,
                                             allow_redirects=False) as resp:
-                content = await resp.read()
+                content = await read_response(resp, self.response_limit)
                 status = resp.status
                 loc = resp.headers.get("Location")
                 retry_after = resp.headers.get("Retry-After")
