@@ -32,6 +32,7 @@ COPY vdaf ./vdaf
 COPY dap ./dap
 COPY dp_policy ./dp_policy
 COPY interop ./interop
+COPY analytics ./analytics
 COPY ppm ./ppm
 RUN pip install --no-cache-dir . && mkdir -p /logs /data
 
