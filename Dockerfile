@@ -9,6 +9,16 @@
 #
 # The container serves the test API (and, for the Aggregators, the DAP resources under
 # /dap/) on port 8080 and writes its log to /logs/$ROLE.log as well as to stderr.
+#
+# The test API: the interop design defines no authentication and a stock draft-07 runner
+# sends none, so by default the container serves it unauthenticated
+# (--allow-unauthenticated): run it only on the runner's private network, never publish
+# port 8080. Give it a token to require one (then `ppm interop run --token` sends it):
+#
+#   docker run -e PPM_INTEROP_TOKEN=... ppm-reference-interop-leader
+#
+# Outside a container, `ppm interop serve` binds 127.0.0.1 and refuses a non-loopback
+# --host without a token.
 FROM python:3.11-slim
 
 ARG ROLE=leader
@@ -22,8 +32,9 @@ COPY vdaf ./vdaf
 COPY dap ./dap
 COPY dp_policy ./dp_policy
 COPY interop ./interop
+COPY analytics ./analytics
 COPY ppm ./ppm
 RUN pip install --no-cache-dir . && mkdir -p /logs /data
 
 EXPOSE 8080
-CMD ["sh", "-c", "exec ppm interop serve --role \"$ROLE\" --host 0.0.0.0 --port 8080 --data-dir /data --log-dir /logs"]
+CMD ["sh", "-c", "exec ppm interop serve --role \"$ROLE\" --host 0.0.0.0 --port 8080 --allow-unauthenticated --data-dir /data --log-dir /logs"]

@@ -15,6 +15,18 @@ from typing import Any
 from urllib.parse import urljoin, urlsplit
 
 
+class _NoRedirect(urllib.request.HTTPRedirectHandler):
+    """Redirects are not followed: urllib would send the bearer token along, to any
+    origin (see dap/origin.py). A 3xx is then an error like any other."""
+
+    def redirect_request(self, req: Any, fp: Any, code: int, msg: str, headers: Any,
+                         newurl: str) -> None:
+        return None
+
+
+_OPENER = urllib.request.build_opener(_NoRedirect)
+
+
 class AdminError(Exception):
     """An admin API request failed: the Aggregator is unreachable or refused it."""
 
@@ -47,7 +59,7 @@ class AdminClient:
         req = urllib.request.Request(url, data=data, method=method, headers={
             "Authorization": f"Bearer {self.token}", "Content-Type": "application/json"})
         try:
-            with urllib.request.urlopen(req, timeout=self.timeout) as resp:  # noqa: S310
+            with _OPENER.open(req, timeout=self.timeout) as resp:
                 content = resp.read()
         except urllib.error.HTTPError as exc:
             detail = exc.read()[:500].decode(errors="replace")

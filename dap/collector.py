@@ -14,12 +14,12 @@ import asyncio
 import secrets
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import urljoin
 
 import aiohttp
 
 from dap.dp import decode_spec, policy_from_spec
 from dap.hpke import HpkeKeypair
+from dap.origin import NO_COMPRESSION, ForeignLocation, read_response, resolve_location
 from dap.problems import ProblemDocument, ProblemDocumentError
 from dap.task import DapTask
 from dap.taskprov import advertisement_headers
@@ -59,7 +59,10 @@ class Collector:
     @property
     def session(self) -> aiohttp.ClientSession:
         if self._session is None:
-            self._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=60))
+            # Answers uncompressed and bounded (dap/origin.py).
+            self._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=60),
+                                                  auto_decompress=False,
+                                                  headers=NO_COMPRESSION)
         return self._session
 
     async def close(self) -> None:
@@ -94,23 +97,26 @@ class Collector:
             ids["collection_job_id"] = secrets.token_bytes(16)
         url = profile.resource_url(resource, self.task.leader_aggregator_endpoint, **ids)
         async with self.session.request(method, url, data=req.encode(), headers=self._headers(
-                profile.media_type_for(req))) as resp:
-            content = await resp.read()
-            if resp.status >= 400:
-                raise _error(resp.status, content)
+                profile.media_type_for(req)), allow_redirects=False) as resp:
+            content = await read_response(resp)
+            _check_status(resp.status, content, resp.headers.get("Location"))
             location = resp.headers.get("Location")
         if self.flow.collector_chooses_job_id:
             return url, req
         if not location:
             raise CollectionError(resp.status, "", "no Location header")
-        return urljoin(url, location), req
+        try:
+            # The job is polled with the token: only on the Leader's origin (dap/origin.py).
+            return resolve_location(url, location), req
+        except ForeignLocation as exc:
+            raise CollectionError(resp.status, "", str(exc)) from None
 
     async def poll(self, job_url: str) -> tuple[Any | None, float]:
         method, _ = self.task.profile.request("collection_job_poll")
-        async with self.session.request(method, job_url, headers=self._headers()) as resp:
-            content = await resp.read()
-            if resp.status >= 400:
-                raise _error(resp.status, content)
+        async with self.session.request(method, job_url, headers=self._headers(),
+                                        allow_redirects=False) as resp:
+            content = await read_response(resp)
+            _check_status(resp.status, content, resp.headers.get("Location"))
             retry = resp.headers.get("Retry-After")
         if not content or resp.status == 202:
             return None, float(retry) if retry else 1.0
@@ -159,9 +165,19 @@ class Collector:
             pass
 
     async def delete(self, job_url: str) -> None:
-        async with self.session.delete(job_url, headers=self._headers()) as resp:
-            if resp.status >= 400:
-                raise _error(resp.status, await resp.read())
+        async with self.session.delete(job_url, headers=self._headers(),
+                                       allow_redirects=False) as resp:
+            _check_status(resp.status, await read_response(resp), resp.headers.get("Location"))
+
+
+def _check_status(status: int, content: bytes, location: str | None) -> None:
+    """Errors, and redirects (never followed: the token stays with the Leader's origin),
+    become CollectionError."""
+    if 300 <= status < 400:
+        raise CollectionError(status, "", f"the Leader redirected to {location!r}; "
+                                          "redirects are not followed")
+    if status >= 400:
+        raise _error(status, content)
 
 
 def _error(status: int, content: bytes) -> CollectionError:

@@ -433,6 +433,7 @@ async def run_demo(settings: DemoSettings,
     from dap.server.app import build_app
     from dap.server.common import STATE_KEY
     from dap.server.config import AggregatorConfig
+    from dap.server.serving import GuardedRunner
 
     t_start = time.monotonic()
     progress = progress or NoProgress()
@@ -467,7 +468,7 @@ async def run_demo(settings: DemoSettings,
                     worker_interval=0.02, straggler_age=0.2, retry_after=1,
                     ohttp_gateway=settings.relay and role == "leader")
                 app = build_app(config)
-                runner = web.AppRunner(app, access_log=None)
+                runner = GuardedRunner(app, config.limits)
                 await runner.setup()
                 runners.append(runner)
                 await web.SockSite(runner, sock).start()
@@ -481,12 +482,12 @@ async def run_demo(settings: DemoSettings,
                 from dap.server.relay import RelayConfig, build_relay_app
 
                 sock, port = _listen()
-                runner = web.AppRunner(build_relay_app(RelayConfig(
+                relay_runner = web.AppRunner(build_relay_app(RelayConfig(
                     urls["leader"].rstrip("/") + "/.well-known/ohttp-gateway")),
                     access_log=None)
-                await runner.setup()
-                runners.append(runner)
-                await web.SockSite(runner, sock).start()
+                await relay_runner.setup()
+                runners.append(relay_runner)
+                await web.SockSite(relay_runner, sock).start()
                 route = RelayRoute(f"http://127.0.0.1:{port}/")
                 status(f"relay   {route.relay_url} -> the Leader's Oblivious HTTP gateway")
 
@@ -544,8 +545,8 @@ async def run_demo(settings: DemoSettings,
                                                      max_poll_interval=0.2)
             t_collected = time.monotonic()
         finally:
-            for runner in reversed(runners):
-                await runner.cleanup()
+            for done_runner in reversed(runners):
+                await done_runner.cleanup()
 
     private = collection.debiased_result
     primary, all_g = guarantees(collector.policy, collection.report_count, settings.delta)

@@ -221,13 +221,15 @@ class TaskRefused(ProvisionError):
 
 def aggregator_url(config: Any) -> str:
     """The DAP endpoint of the aggregator an `AggregatorConfig` describes, as seen from
-    this host (a wildcard listen address becomes 127.0.0.1)."""
+    this host (a wildcard listen address becomes 127.0.0.1; https with a TLS
+    certificate)."""
     host = config.listen_host
     if host in ("0.0.0.0", "", "::"):
         host = "127.0.0.1"
     if ":" in host:
         host = f"[{host}]"
-    return f"http://{host}:{config.listen_port}/"
+    scheme = "https" if getattr(config, "tls_cert", None) else "http"
+    return f"{scheme}://{host}:{config.listen_port}/"
 
 
 class Target:

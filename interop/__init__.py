@@ -2,9 +2,16 @@
 DAP-09 tasks, served side by side by the same processes.
 
     ppm interop serve --role client|leader|helper|collector [--port 8080] [--host 127.0.0.1]
-                      [--data-dir DIR] [--log-dir DIR]
+                      [--data-dir DIR] [--log-dir DIR] [--token T | --token-file FILE]
+                      [--allow-unauthenticated]
     ppm interop run --client URL --leader URL --helper URL --collector URL
-                    [--dap-version dap-19|dap-18|dap-09|all ...] [--json]
+                    [--dap-version dap-19|dap-18|dap-09|all ...] [--json] [--token T]
+
+Authentication (ours; the draft defines none and its runner sends none): with a token
+(``--token``, ``--token-file`` or ``PPM_INTEROP_TOKEN``) every ``/internal/test/``
+request needs ``Authorization: Bearer <token>`` (401/403 otherwise), which ``ppm interop
+run --token`` sends; without one the API serves only on a loopback address, unless
+``--allow-unauthenticated`` (the container, on the runner's private network).
 
 Protocol version of a request (:func:`interop.fields.request_version`): its
 ``dap_version`` (``"dap-18"`` / ``"dap-09"``, our addition) when present; otherwise

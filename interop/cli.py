@@ -2,9 +2,15 @@
 
     ppm interop serve --role client|leader|helper|collector [--port 8080]
                       [--host 127.0.0.1] [--data-dir DIR] [--log-dir DIR]
+                      [--token T | --token-file FILE] [--allow-unauthenticated]
     ppm interop run --client URL --leader URL --helper URL --collector URL
                     [--vdaf NAME ...] [--batch-mode time_interval|leader_selected]
                     [--dap-version dap-19|dap-18|dap-09|all ...] [--concurrency 4] [--json]
+                    [--token T | --token-file FILE]
+
+The test API takes a token (`--token`, `--token-file`, or $PPM_INTEROP_TOKEN) that
+`run` sends as `Authorization: Bearer`; without one it serves only on a loopback
+address unless `--allow-unauthenticated` (the container, for a stock draft-07 runner).
 
 `serve` runs the test API of one role (interop/server.py), for dap-18 and dap-09 tasks
 alike; `run` drives four of them through every case (interop/runner.py) of both protocol
@@ -16,6 +22,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
+import sys
 from typing import Any
 
 from interop import runner as r
@@ -38,6 +46,10 @@ def register(subparsers: Any) -> None:
                             "temporary folder removed on exit)")
     serve.add_argument("--log-dir", default=None,
                        help="also write the log to DIR/ROLE.log (the container uses /logs)")
+    _token_options(serve, "require this token (Authorization: Bearer) on the test API")
+    serve.add_argument("--allow-unauthenticated", action="store_true",
+                       help="serve without a token on a non-loopback --host (a private "
+                            "test network: a stock draft-07 runner sends no credential)")
     serve.set_defaults(func=_serve)
 
     run = sub.add_parser("run", help="run the interop test cases against four roles")
@@ -57,7 +69,33 @@ def register(subparsers: Any) -> None:
     run.add_argument("--timeout", type=float, default=60.0,
                      help="seconds a collection may take")
     run.add_argument("--json", action="store_true", help="machine-readable output")
+    _token_options(run, "send this token to the four test APIs")
     run.set_defaults(func=_run)
+
+
+def _token_options(parser: argparse.ArgumentParser, help_text: str) -> None:
+    group = parser.add_mutually_exclusive_group()
+    group.add_argument("--token", default=None,
+                       help=f"{help_text} (default: ${server.TOKEN_ENV})")
+    group.add_argument("--token-file", default=None, metavar="FILE",
+                       help="read the token from FILE (first line)")
+
+
+def _token(args: argparse.Namespace) -> str | None:
+    """The token from --token, --token-file or the environment (None: no token)."""
+    if args.token:
+        return str(args.token)
+    if args.token_file:
+        try:
+            with open(args.token_file, encoding="utf-8") as fh:
+                token = fh.readline().strip()
+        except OSError as exc:
+            raise server.ServeError(f"cannot read --token-file {args.token_file}: "
+                                    f"{exc.strerror or exc}") from None
+        if not token:
+            raise server.ServeError(f"--token-file {args.token_file} is empty")
+        return token
+    return os.environ.get(server.TOKEN_ENV, "").strip() or None
 
 
 def _batch_modes() -> dict[str, int]:
@@ -68,7 +106,16 @@ def _batch_modes() -> dict[str, int]:
 
 
 def _serve(args: argparse.Namespace) -> int:
-    server.serve(args.role, args.host, args.port, args.data_dir, args.log_dir)
+    try:
+        server.serve(args.role, args.host, args.port, args.data_dir, args.log_dir,
+                     token=_token(args), allow_unauthenticated=args.allow_unauthenticated)
+    except server.ServeError as exc:
+        print(f"ppm interop serve: error: {exc}", file=sys.stderr)
+        return 2
+    except OSError as exc:
+        print(f"ppm interop serve: error: cannot serve on {args.host}:{args.port}: "
+              f"{exc.strerror or exc}", file=sys.stderr)
+        return 1
     return 0
 
 
@@ -84,9 +131,9 @@ def _run(args: argparse.Namespace) -> int:
     endpoints = r.Endpoints(args.client, args.leader, args.helper, args.collector)
     try:
         outcomes = asyncio.run(r.run_all(
-            endpoints, cases, args.concurrency, time_precision=args.time_precision,
-            collect_timeout=args.timeout))
-    except r.RunnerError as exc:
+            endpoints, cases, args.concurrency, token=_token(args),
+            time_precision=args.time_precision, collect_timeout=args.timeout))
+    except (r.RunnerError, server.ServeError) as exc:
         if args.json:
             print(json.dumps({"ok": False, "error": str(exc), "cases": []}))
         else:

@@ -311,8 +311,12 @@ def _check(case: Case, out: Json, now: int) -> tuple[bool, str]:
 
 
 async def run_all(endpoints: Endpoints, cases: list[Case], concurrency: int = 4,
-                  **kwargs: Any) -> list[Outcome]:
-    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=120)) as session:
+                  token: str | None = None, **kwargs: Any) -> list[Outcome]:
+    """Run the cases; with a `token`, every test API request carries `Authorization:
+    Bearer <token>` (servers started with `ppm interop serve --token`)."""
+    headers = {"Authorization": f"Bearer {token}"} if token else None
+    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=120),
+                                     headers=headers) as session:
         runner = Runner(endpoints, session, **kwargs)
         await runner.wait_ready()
         sem = asyncio.Semaphore(max(1, concurrency))

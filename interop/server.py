@@ -18,11 +18,11 @@ role's commands; collection_start and collection_poll follow their task's versio
 
 from __future__ import annotations
 
+import hmac
 import json
 import logging
 import secrets
 import shutil
-import signal
 import tempfile
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -31,18 +31,25 @@ from typing import Any
 
 import aiohttp
 from aiohttp import web
-from aiohttp.web_runner import GracefulExit
 
 from dap.client import Client, UploadError
 from dap.collector import CollectionError, Collector
 from dap.common import ReportError
 from dap.core.tasks import validate_task
 from dap.hpke import HpkeError, HpkeKeypair, generate_keypair
+from dap.origin import NO_COMPRESSION
 from dap.profiles import Profile, get_profile
 from dap.profiles.interop_base import InteropFields, TaskFields
 from dap.server.app import build_app
 from dap.server.common import STATE_KEY, AppState
 from dap.server.config import AggregatorConfig
+from dap.server.serving import (
+    HttpLimits,
+    HttpProblem,
+    handler_args,
+    read_limited,
+    serve_forever,
+)
 from dap.storage import TaskRecord
 from dap.storage.sqlite import SqliteDatastore
 from dap.task import DapTask
@@ -102,7 +109,9 @@ class Node:
     @property
     def session(self) -> aiohttp.ClientSession:
         if self._session is None:
-            self._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=60))
+            self._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=60),
+                                                  auto_decompress=False,
+                                                  headers=NO_COMPRESSION)
         return self._session
 
     async def close(self) -> None:
@@ -314,7 +323,13 @@ def command(func: Command) -> Callable[[web.Request], Awaitable[web.StreamRespon
     an exception take the server down."""
 
     async def handler(request: web.Request) -> web.StreamResponse:
-        raw = await request.read()
+        try:
+            raw = await read_limited(request, MAX_COMMAND_BYTES, BODY_TIMEOUT)
+        except HttpProblem as exc:
+            resp = web.json_response(error(exc.detail), status=exc.status,
+                                     headers=exc.headers)
+            resp.force_close()
+            return resp
         try:
             body = json.loads(raw or b"{}")
         except ValueError:
@@ -395,19 +410,61 @@ COMMANDS: dict[str, dict[str, Command]] = {
 }
 
 
+# The test API's request limits: its commands are small JSON objects (an upload's
+# measurement is the largest, a vector of a few thousand numbers).
+MAX_COMMAND_BYTES = 4 * 1024 * 1024
+BODY_TIMEOUT = 30.0
+TOKEN_ENV = "PPM_INTEROP_TOKEN"
+TOKEN_KEY: web.AppKey[str] = web.AppKey("interop_token", str)
+
+
+def token_middleware(token: str) -> Any:
+    """Require `Authorization: Bearer <token>` on the test API (`/internal/test/...`).
+
+    The interop test design (draft-dcook-ppm-dap-interop-test-design-07) defines no
+    authentication: a stock runner sends none, and relies on the containers sitting on
+    a private network. Outside one, a token keeps anyone who reaches the port from adding
+    tasks with their own credentials; `ppm interop run --token` sends it. The DAP
+    resources under /dap/ are authenticated by DAP itself and are not affected."""
+    expected = f"Bearer {token}".encode()
+
+    @web.middleware
+    async def check(request: web.Request, handler: Any) -> web.StreamResponse:
+        if request.path.startswith("/internal/test/"):
+            got = request.headers.get("Authorization", "").encode()
+            if not hmac.compare_digest(got, expected):
+                return web.json_response(error("the test API requires its token "
+                                               "(Authorization: Bearer ...)"),
+                                         status=401 if not got else 403)
+        response: web.StreamResponse = await handler(request)
+        return response
+
+    return check
+
+
 async def not_found(request: web.Request) -> web.StreamResponse:
     return web.json_response(error(f"no test API {request.path} for this role"), status=404)
 
 
 def build_interop_app(role: str, data_dir: str | Path | None = None, *,
-                      aggregator_overrides: dict[str, Any] | None = None) -> web.Application:
+                      aggregator_overrides: dict[str, Any] | None = None,
+                      token: str | None = None) -> web.Application:
     """The application of one role. For an Aggregator, the DAP app (with its background
     worker) is mounted under DAP_PREFIX, its SQLite datastore in `data_dir` (a temporary
-    folder, removed on shutdown, when None)."""
+    folder, removed on shutdown, when None). With a `token`, the test API requires it
+    (see :func:`token_middleware`)."""
     if role not in ROLES:
         raise ValueError(f"role must be one of {ROLES}")
     node = Node(role)
-    app = web.Application(client_max_size=16 * 1024 * 1024)
+    limits = AggregatorConfig(role="leader", datastore="", **{
+        k: v for k, v in (aggregator_overrides or {}).items()
+        if k in ("idle_timeout", "body_timeout", "max_connections")}).limits
+    # The DAP app mounted below reads its bodies with its own limits; this backstop is
+    # the largest of them.
+    app = web.Application(client_max_size=64 * 1024 * 1024,
+                          middlewares=[token_middleware(token)] if token else [],
+                          handler_args=handler_args(limits))
+    app[LIMITS_KEY] = limits
     app[NODE_KEY] = node
     for name, func in COMMANDS[role].items():
         app.router.add_post(f"/internal/test/{name}", command(func))
@@ -440,22 +497,33 @@ def build_interop_app(role: str, data_dir: str | Path | None = None, *,
     return app
 
 
+LIMITS_KEY: web.AppKey[HttpLimits] = web.AppKey("interop_limits", HttpLimits)
+LOOPBACK = ("127.0.0.1", "::1", "localhost")
+
+
+class ServeError(Exception):
+    """`ppm interop serve` cannot start as asked (one line)."""
+
+
 def serve(role: str, host: str, port: int, data_dir: str | None = None,
-          log_dir: str | None = None) -> None:
-    """Run one role until interrupted (SIGINT / SIGTERM)."""
+          log_dir: str | None = None, token: str | None = None,
+          allow_unauthenticated: bool = False) -> None:
+    """Run one role until interrupted (SIGINT / SIGTERM). Without a token, only on a
+    loopback address, unless `allow_unauthenticated` (the container: a stock draft-07
+    runner sends no credential)."""
+    if not token and host not in LOOPBACK and not allow_unauthenticated:
+        raise ServeError(f"the test API on {host} would be open to anyone who reaches it: "
+                         f"give a token (--token, --token-file or {TOKEN_ENV}), or "
+                         "--allow-unauthenticated on a private test network")
     handlers: list[logging.Handler] = [logging.StreamHandler()]
     if log_dir:
         Path(log_dir).mkdir(parents=True, exist_ok=True)
         handlers.append(logging.FileHandler(Path(log_dir) / f"{role}.log"))
     logging.basicConfig(level=logging.INFO, handlers=handlers, force=True,
                         format="%(asctime)s %(name)s %(levelname)s %(message)s")
-    app = build_interop_app(role, data_dir)
-
-    def terminate(signum: int, frame: object) -> None:
-        # The test runner stops containers with SIGTERM: shut down cleanly (the worker
-        # stops, the datastore closes, a temporary data folder is removed).
-        raise GracefulExit()
-
-    signal.signal(signal.SIGTERM, terminate)
-    log.info("interop %s listening on http://%s:%d/internal/test/", role, host, port)
-    web.run_app(app, host=host, port=port, print=None, access_log=None)
+    app = build_interop_app(role, data_dir, token=token)
+    log.info("interop %s listening on http://%s:%d/internal/test/ (%s)", role, host, port,
+             "token required" if token else "no authentication")
+    # SIGTERM (how the test runner stops containers) and SIGINT shut down cleanly: the
+    # worker stops, the datastore closes, a temporary data folder is removed.
+    serve_forever(app, host, port, app[LIMITS_KEY])

@@ -30,6 +30,7 @@ from dap.provision import ProvisionedTask, new_task
 from dap.server.app import build_app
 from dap.server.common import STATE_KEY, AppState
 from dap.server.config import AggregatorConfig
+from dap.server.serving import ssl_context, start_site
 
 
 def free_port() -> int:
@@ -60,11 +61,11 @@ class AggregatorPair:
 
     @property
     def leader_url(self) -> str:
-        return f"http://127.0.0.1:{self.leader_port}/"
+        return f"{self.leader_config.scheme}://127.0.0.1:{self.leader_port}/"
 
     @property
     def helper_url(self) -> str:
-        return f"http://127.0.0.1:{self.helper_port}/"
+        return f"{self.helper_config.scheme}://127.0.0.1:{self.helper_port}/"
 
     async def start(self) -> AggregatorPair:
         self.helper_app = await self._start(self.helper_config)
@@ -73,9 +74,9 @@ class AggregatorPair:
 
     async def _start(self, config: AggregatorConfig) -> web.Application:
         app = build_app(config, clock=self.clock)
-        runner = web.AppRunner(app)
-        await runner.setup()
-        await web.TCPSite(runner, "127.0.0.1", config.listen_port).start()
+        # The servers' own runner: connection cap, timeouts, parser errors as problems.
+        runner = await start_site(app, "127.0.0.1", config.listen_port, config.limits,
+                                  ssl_context(config.tls_cert, config.tls_key))
         self.runners.append(runner)
         return app
 

@@ -128,10 +128,10 @@ def test_helper_job_that_keeps_raising_is_failed(tmp_path: Path,
     real = core_helper.process_aggregation_job
     victims: set[bytes] = set()
 
-    def flaky(tx: Any, task: Any, job: Any, *args: Any) -> None:
+    def flaky(tx: Any, task: Any, job: Any, *args: Any, **kwargs: Any) -> None:
         if task.task_id in victims:
             raise MemoryError("simulated")
-        real(tx, task, job, *args)
+        real(tx, task, job, *args, **kwargs)
 
     monkeypatch.setattr(core_helper, "process_aggregation_job", flaky)
 

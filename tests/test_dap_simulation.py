@@ -67,9 +67,13 @@ background work; collection requests (random intervals; leader-selected) and the
 retries; driving collections; polling them (and deleting finished leader-selected
 jobs, so that the next identical request makes a new job); arming a crash; restarts;
 clock jumps; stale deliveries; a forged replay (report shares the Helper already
-aggregated, sent in a new job, as a misbehaving Leader would: all must be rejected);
-the attacker's moves of issue 12 (`trickle`: a burst of single-report uploads into one
-recent interval, interleaved with background work).
+aggregated, sent in a new job, as a misbehaving Leader would: all must be rejected).
+The attacker's moves (`Simulation.ATTACKS`, issue 12), to the Leader's uploads or the
+Helper's aggregation jobs: a body over the resource's limit (declared or chunked), a
+compressed body, a body slower than the body timeout; each must be refused (413, 415,
+408, problem document) and leave its table as it was. And `trickle`: a burst of
+single-report uploads into one recent interval, interleaved with background work
+(invariant I8: a pending collection never waits for them).
 
 Invariants, after every operation, read from both SQLite files:
   I1  no report ID is in two finished report aggregations of one Aggregator, and the
@@ -139,6 +143,10 @@ from dap.server.app import build_app
 from dap.server.common import STATE_KEY, AppState, problem_middleware
 from dap.server.config import AggregatorConfig
 from dap.storage.sqlite import SqliteDatastore
+
+# The attacker's moves (Simulation.ATTACKS) exceed these.
+ATTACK_LIMITS = {"upload": 64 * 1024, "aggregation_job": 256 * 1024}
+ATTACK_BODY_TIMEOUT = 0.02  # seconds of real time: a slow body's chunks come later
 
 LEADER_URL = "http://leader.sim/"
 HELPER_URL = "http://helper.sim/"
@@ -297,11 +305,29 @@ def routes(profile: Profile) -> dict[str, list[tuple[str, re.Pattern[str], Any]]
     return out
 
 
+class FakeBody:
+    """What the handlers use of a request's `content` stream: chunks of the body, each
+    after `delay` seconds (an attacker's slow body)."""
+
+    def __init__(self, body: bytes, delay: float = 0.0, chunk: int = 65536) -> None:
+        self._body = body
+        self._delay = delay
+        self._chunk = chunk
+
+    async def readany(self) -> bytes:
+        if self._delay:
+            await asyncio.sleep(self._delay)
+        out, self._body = self._body[:self._chunk], self._body[self._chunk:]
+        return out
+
+
 class FakeRequest:
-    """What the handlers use of `aiohttp.web.Request`."""
+    """What the handlers use of `aiohttp.web.Request`. `chunked`: no Content-Length (the
+    server counts the bytes as they come); `delay`: seconds before each chunk."""
 
     def __init__(self, app: web.Application, method: str, path: str, query: dict[str, str],
-                 headers: dict[str, str], body: bytes, match_info: dict[str, str]) -> None:
+                 headers: dict[str, str], body: bytes, match_info: dict[str, str],
+                 chunked: bool = False, delay: float = 0.0) -> None:
         self.app = app
         self.method = method
         self.path = path
@@ -309,6 +335,8 @@ class FakeRequest:
         self.headers = CIMultiDict(headers)
         self.match_info = match_info
         self._body = body
+        self.content_length = None if chunked else len(body)
+        self.content = FakeBody(body, delay)
 
     async def read(self) -> bytes:
         return self._body
@@ -319,9 +347,14 @@ class FakeResponse:
     status: int
     headers: CIMultiDict[str]
     body: bytes
+    url: str = ""
 
     async def read(self) -> bytes:
         return self.body
+
+    def __post_init__(self) -> None:
+        self.content_length = len(self.body)
+        self.content = FakeBody(self.body)  # what read_response reads
 
 
 class _Exchange:
@@ -344,10 +377,15 @@ class FakeSession:
         self.sim = sim
 
     def request(self, method: str, url: str, data: bytes | None = None,
-                headers: dict[str, str] | None = None) -> _Exchange:
+                headers: dict[str, str] | None = None,
+                allow_redirects: bool = True) -> _Exchange:
+        # The Leader's credential never follows a redirect (dap/origin.py).
+        assert not allow_redirects, "the Leader would follow a redirect with its token"
         return _Exchange(self.sim, method, url, data, headers)
 
-    def delete(self, url: str, headers: dict[str, str] | None = None) -> _Exchange:
+    def delete(self, url: str, headers: dict[str, str] | None = None,
+               allow_redirects: bool = True) -> _Exchange:
+        assert not allow_redirects, "the Leader would follow a redirect with its token"
         return _Exchange(self.sim, "DELETE", url, None, headers)
 
 
@@ -371,7 +409,8 @@ class Network:
         return "ok"
 
     async def deliver(self, method: str, url: str, body: bytes,
-                      headers: dict[str, str]) -> FakeResponse:
+                      headers: dict[str, str], chunked: bool = False,
+                      delay: float = 0.0) -> FakeResponse:
         parts = urlsplit(url)
         node = self.sim.leader if parts.netloc == "leader.sim" else self.sim.helper
         if node.dead:
@@ -380,7 +419,7 @@ class Network:
             m = pattern.fullmatch(parts.path)
             if route_method == method and m:
                 request = FakeRequest(node.app, method, parts.path, dict(parse_qsl(parts.query)),
-                                      headers, body, m.groupdict())
+                                      headers, body, m.groupdict(), chunked, delay)
                 try:
                     resp = await problem_middleware(request, handler)  # type: ignore[arg-type]
                 except Crash:
@@ -464,7 +503,13 @@ class Simulation:
         self.network = Network(self)
         base = {"worker_interval": 0.05, "retry_after": 1, "straggler_age": 2.0,
                 "min_job_size": 3, "max_job_size": 8, "job_concurrency": 3,
-                "job_lease": 20.0, "collection_give_up_after": 400.0}
+                "job_lease": 20.0, "collection_give_up_after": 400.0,
+                # Blocking work on the event loop: a seed replays the same run.
+                "worker_threads": 0,
+                # Limits the attacker's moves exceed (honest requests stay far below).
+                "max_upload_bytes": ATTACK_LIMITS["upload"],
+                "max_aggregation_job_bytes": ATTACK_LIMITS["aggregation_job"],
+                "body_timeout": ATTACK_BODY_TIMEOUT}
         self.leader = Node(self, AggregatorConfig(
             role="leader", datastore=str(tmp_path / "leader.sqlite"), **base))  # type: ignore
         self.helper = Node(self, AggregatorConfig(
@@ -872,12 +917,84 @@ class Simulation:
         task.reports.append(report)
         return report
 
+    # -- the attacker (issue 12) ----------------------------------------------------------
+    # Requests no honest peer sends, straight to an Aggregator (not through the faulty
+    # network). Each is refused with an HTTP-level problem document and leaves nothing in
+    # the datastore; the invariants are checked after it as after every operation. A move
+    # is one entry of ATTACKS and one `op_<name>` method.
+
+    def _attack_target(self) -> tuple[Node, str, SimTask, str, str, dict[str, str], int]:
+        """(node, table its requests would fill, task, method, URL, headers, limit) of
+        the Leader's upload or the Helper's aggregation job init (authenticated: the
+        attacker may be a misbehaving Leader)."""
+        task = self.rng.choice(self.tasks)
+        if self.rng.random() < 0.5:
+            method, url = self.url("upload", LEADER_URL, task)
+            name = self.profile.message_names["upload"]
+            return (self.leader, "client_reports", task, method, url,
+                    {"Content-Type": self.profile.media_type_for(name)},
+                    ATTACK_LIMITS["upload"])
+        method, url = self.url("aggregation_job_init", HELPER_URL, task,
+                               aggregation_job_id=self.rng.randbytes(16))
+        return (self.helper, "aggregation_jobs", task, method, url,
+                {"Content-Type": self.profile.media_type_for("AggregationJobInitReq"),
+                 **self.auth(task.pt.aggregator_auth_token)},
+                ATTACK_LIMITS["aggregation_job"])
+
+    def _attack(self, target: tuple[Node, str, SimTask, str, str, dict[str, str], int],
+                status: int, body: bytes, extra: dict[str, str] | None = None,
+                chunked: bool = False, delay: float = 0.0) -> None:
+        node, table, task, method, url, headers, _ = target
+        if node.dead:
+            return
+        before = self.db[node.role].execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0]
+        try:
+            resp = self.run(self.network.deliver(method, url, body, {**headers,
+                                                                     **(extra or {})},
+                                                 chunked, delay))
+        except aiohttp.ClientError:
+            return  # the process died under it (an armed crash)
+        assert resp.status == status, (resp.status, resp.body[:200])
+        assert resp.headers.get("Content-Type", "").startswith(
+            "application/problem+json"), resp.headers
+        doc = ProblemDocument.from_json(resp.body)
+        assert doc.type == "about:blank" and doc.status == status, resp.body
+        after = self.db[node.role].execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0]
+        assert after == before, f"{table} grew from {before} to {after} under an attack"
+        self.counts[f"attack_{status}"] = self.counts.get(f"attack_{status}", 0) + 1
+
+    def op_attack_oversized(self) -> None:
+        """A body over the resource's limit, declared (Content-Length) or chunked."""
+        target = self._attack_target()
+        limit = target[-1]
+        body = self.rng.randbytes(limit + 1 + self.rng.randrange(3 * limit))
+        self._attack(target, 413, body, chunked=self.rng.random() < 0.5)
+
+    def op_attack_compressed(self) -> None:
+        """A compressed body (a small one: what matters is that nothing inflates it)."""
+        import gzip
+
+        target = self._attack_target()
+        coding = self.rng.choice(["gzip", "deflate", "br"])
+        self._attack(target, 415, gzip.compress(bytes(self.rng.randrange(1, 1 << 16))),
+                     {"Content-Encoding": coding})
+
+    def op_attack_slow(self) -> None:
+        """A body whose chunks come slower than the body timeout allows."""
+        self._attack(self._attack_target(), 408,
+                     self.rng.randbytes(self.rng.randrange(1, 4096)),
+                     delay=ATTACK_BODY_TIMEOUT * 2.5)
+
+    ATTACKS: list[tuple[str, float]] = [
+        ("attack_oversized", 1.0), ("attack_compressed", 1.0), ("attack_slow", 0.5),
+    ]
     OPS: list[tuple[str, float]] = [
         ("upload", 14), ("retry_upload", 2), ("create_jobs", 12), ("step_jobs", 12),
         ("helper_work", 6), ("collect", 3), ("retry_collection", 1),
         ("drive_collections", 6), ("poll_collections", 3), ("arm_crash", 1.5),
         ("restart", 4), ("stale_delivery", 1.5), ("forged_replay", 1), ("jump", 0.7),
         ("trickle", 1.5),
+        *ATTACKS,
     ]
 
     def step(self) -> str:
@@ -1140,6 +1257,7 @@ def test_simulation(tmp_path: Path, profile: str, seed: int) -> None:
     # The run exercised what it is meant to (a weak check that the model is not idle).
     assert sim.counts.get("crashes", 0) >= 1
     assert sim.counts.get("collections", 0) >= 1
+    assert any(k.startswith("attack_4") for k in sim.counts), "no attack was refused"
 
 
 def _fingerprint(sim: Simulation) -> dict[str, list[tuple[Any, ...]]]:

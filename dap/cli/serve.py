@@ -24,10 +24,14 @@ def load_config(path: str | Path, role: str | None = None) -> Any:
 def serve(path: str | Path, role: str | None = None) -> int:
     """Run the aggregator a configuration file describes until interrupted."""
     from dap.server.app import run
+    from dap.server.config import ConfigError
+    from dap.storage import StorageError
 
     config = load_config(path, role)
     try:
         run(config)
+    except (ConfigError, StorageError) as exc:
+        raise CliError(str(exc)) from None
     except OSError as exc:
         raise CliError(f"cannot serve on {config.listen_host}:{config.listen_port}: "
                        f"{exc.strerror or exc}") from None

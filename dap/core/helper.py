@@ -176,13 +176,16 @@ def _check_init_request(task: AggregatorTask, req: InitReq) -> bytes | None:
 def create_aggregation_job(tx: Transaction, task: AggregatorTask, body: bytes,
                            asynchronous: bool, keyring: Keyring, now: float,
                            clock_skew: int, job_id: bytes | None = None, *,
-                           rng: Rng) -> JobResult:
+                           rng: Rng, prepared: PreparedInit | None = None) -> JobResult:
     """Handle a request creating an aggregation job: validate, create the job (or return
     the existing one for a byte-identical request) and, unless asynchronous, process it.
 
     DAP-18 (POST, Section 4.5.2.2): the Helper chooses the job ID (drawn from `rng`).
     DAP-09 (PUT, Section 4.5.1.2): the Leader chose `job_id`; the same ID with another
-    request, or once the job has been continued, is refused."""
+    request, or once the job has been continued, is refused.
+
+    `prepared` (from `prepare_aggregation_job`, computed outside the transaction for this
+    `body`) spares the transaction the decryption and VDAF work."""
     request_hash = digest(body)
     tid = task.task_id
     if job_id is not None:
@@ -200,7 +203,9 @@ def create_aggregation_job(tx: Transaction, task: AggregatorTask, body: bytes,
         if existing is not None and existing.role == "helper" \
                 and existing.state != AggregationJobState.DELETED:
             return JobResult(existing.job_id, existing.response, existing.step)
-    req = task.wire.decode_init_req(task, body)
+    if prepared is not None and prepared.request_hash != request_hash:
+        prepared = None
+    req = prepared.req if prepared is not None else task.wire.decode_init_req(task, body)
     batch_id = _check_init_request(task, req)
     job = AggregationJobRecord(task_id=tid, job_id=job_id or rng.token_bytes(16),
                                role="helper", state=AggregationJobState.ACTIVE, step=0,
@@ -208,8 +213,44 @@ def create_aggregation_job(tx: Transaction, task: AggregatorTask, body: bytes,
                                batch_id=batch_id, request=body, request_hash=request_hash)
     tx.put_aggregation_job(job)
     if not asynchronous:
-        process_aggregation_job(tx, task, job, keyring, now, clock_skew)
+        process_aggregation_job(tx, task, job, keyring, now, clock_skew, prepared=prepared)
     return JobResult(job.job_id, job.response, job.step)
+
+
+@dataclass
+class PreparedInit:
+    """What initializing an aggregation job computes without the datastore: the decoded
+    request and, per report (by position), its decryption or VDAF preparation outcome.
+    The transaction then only does the checks against stored state (replay, collected
+    batches) and the commit, so that it stays short whatever the job's size."""
+
+    request_hash: bytes
+    req: InitReq
+    # ord -> the report's error, or (its ping-pong state, its minimum batch size bound);
+    # None: unknown verification key
+    outcomes: dict[int, ReportError | tuple[Any, int]] | None
+
+
+def prepare_aggregation_job(task: AggregatorTask, keyring: Keyring, body: bytes,
+                            now: float, clock_skew: int) -> PreparedInit | None:
+    """Decrypt and prepare (ping-pong init) every report of an init request, outside any
+    transaction; None when the request does not decode (the transaction answers it)."""
+    try:
+        req = task.wire.decode_init_req(task, body)
+    except (DapProblem, DecodeError, ValueError):
+        return None
+    verify_key = task.verify_keys.get(req.verification_key_id)
+    if verify_key is None:
+        return PreparedInit(digest(body), req, None)
+    ctx = task.task.vdaf_ctx()
+    outcomes: dict[int, ReportError | tuple[Any, int]] = {}
+    for ord_, item in enumerate(req.items):
+        opened = _open_one(task, keyring, item, now, clock_skew)
+        outcomes[ord_] = opened if isinstance(opened, ReportError) else (
+            ping_pong_helper_init(task.vdaf, verify_key, ctx, req.agg_param, item.report_id,
+                                  item.public_share, opened.payload, item.payload),
+            min_batch_bound(task, item.metadata, opened.extensions))
+    return PreparedInit(digest(body), req, outcomes)
 
 
 def _reject_all(tx: Transaction, task: AggregatorTask, job: AggregationJobRecord,
@@ -226,9 +267,14 @@ def _reject_all(tx: Transaction, task: AggregatorTask, job: AggregationJobRecord
 
 
 def process_aggregation_job(tx: Transaction, task: AggregatorTask, job: AggregationJobRecord,
-                            keyring: Keyring, now: float, clock_skew: int) -> None:
-    """Compute the response to a stored init request and commit what finished."""
-    req = task.wire.decode_init_req(task, job.request)
+                            keyring: Keyring, now: float, clock_skew: int, *,
+                            prepared: PreparedInit | None = None) -> None:
+    """Compute the response to a stored init request and commit what finished (with the
+    decryption and preparation taken from `prepared` when given)."""
+    if prepared is not None and prepared.request_hash != job.request_hash:
+        prepared = None
+    req = prepared.req if prepared is not None else task.wire.decode_init_req(task,
+                                                                              job.request)
     vdaf = task.vdaf
     ctx = task.task.vdaf_ctx()
     verify_key = task.verify_keys.get(req.verification_key_id)
@@ -246,20 +292,34 @@ def process_aggregation_job(tx: Transaction, task: AggregatorTask, job: Aggregat
         rec = ReportAggregationRecord(task.task_id, job.job_id, ord_, rid, item.time,
                                       ReportAggregationState.REJECTED)
         records.append(rec)
-        error = _init_one(tx, task, keyring, job, item, now, clock_skew)
-        if isinstance(error, ReportError):
+        bucket = bucket_for(task, item.time, job.batch_id)
+        error = commit_error(tx, task, item.report_id, item.time, bucket, job.agg_param)
+        bound = 0
+        if error is None and prepared is not None and prepared.outcomes is not None:
+            outcome = prepared.outcomes[ord_]
+            if isinstance(outcome, ReportError):
+                error = outcome
+            else:
+                state, bound = outcome
+        elif error is None:
+            opened = _open_one(task, keyring, item, now, clock_skew)
+            if isinstance(opened, ReportError):
+                error = opened
+            else:
+                bound = min_batch_bound(task, item.metadata, opened.extensions)
+                state = ping_pong_helper_init(vdaf, verify_key, ctx, req.agg_param, rid,
+                                              item.public_share, opened.payload,
+                                              item.payload)
+        if error is not None:
             rec.error = int(error)
             responses.append(_reject(rid, error))
             continue
-        rec.min_batch_bound = min_batch_bound(task, item.metadata, error.extensions)
-        state = ping_pong_helper_init(vdaf, verify_key, ctx, req.agg_param, rid,
-                                      item.public_share, error.payload, item.payload)
+        rec.min_batch_bound = bound
         if isinstance(state, Rejected):
             rec.error = int(ReportError.VDAF_VERIFY_ERROR)
             responses.append(_reject(rid, ReportError.VDAF_VERIFY_ERROR))
         elif isinstance(state, FinishedWithOutbound):
             rec.state = ReportAggregationState.FINISHED
-            bucket = bucket_for(task, item.time, job.batch_id)
             to_commit.append((ord_, OutputShare(rid, item.time, bucket, state.out_share,
                                                 rec.min_batch_bound)))
             outbound[ord_] = state.outbound
@@ -291,12 +351,10 @@ def _reject(report_id: bytes, error: ReportError) -> Resp:
     return Resp(bytes(report_id), VerifyRespType.REJECT, error=error)
 
 
-def _init_one(tx: Transaction, task: AggregatorTask, keyring: Keyring, job: AggregationJobRecord,
-              item: InitItem, now: float, clock_skew: int) -> Decrypted | ReportError:
-    bucket = bucket_for(task, item.time, job.batch_id)
-    err = commit_error(tx, task, item.report_id, item.time, bucket, job.agg_param)
-    if err is not None:
-        return err
+def _open_one(task: AggregatorTask, keyring: Keyring, item: InitItem, now: float,
+              clock_skew: int) -> Decrypted | ReportError:
+    """The checks of one report that need no datastore: decryption, validation, decoding
+    (after `commit_error`, which needs it)."""
     plaintext = decrypt_input_share(task, keyring, Role.HELPER, item.metadata,
                                     item.public_share, item.ciphertext)
     if isinstance(plaintext, ReportError):

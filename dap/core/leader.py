@@ -82,6 +82,12 @@ def upload(tx: Transaction, task: AggregatorTask, keyring: Keyring, body: bytes,
     anti-replay check against aggregated reports happen before aggregation, as the draft
     allows. A report with public extensions aborts the request with
     `unsupportedExtension` (DAP-18 defines no report extension), so nothing is stored."""
+    return store_reports(tx, task, keyring, decode_upload(task, body), now, clock_skew)
+
+
+def decode_upload(task: AggregatorTask, body: bytes) -> list[Any]:
+    """The reports of an upload body, or the problem that refuses the whole request (no
+    datastore needed: a server decodes a large body outside any transaction)."""
     tid = task.task_id
     w = task.wire
     try:
@@ -94,6 +100,16 @@ def upload(tx: Transaction, task: AggregatorTask, keyring: Keyring, body: bytes,
     if unsupported and not w.extension_errors_per_report:
         raise DapProblem("unsupportedExtension", "unrecognized public report extensions",
                          task_id=tid, unsupported_extensions=unsupported)
+    return list(reports)
+
+
+def store_reports(tx: Transaction, task: AggregatorTask, keyring: Keyring,
+                  reports: Sequence[Any], now: float, clock_skew: int
+                  ) -> list[tuple[bytes, ReportError]]:
+    """Store decoded reports (see `upload`); a server may call it once per bounded chunk
+    of an upload, each in its own transaction."""
+    tid = task.task_id
+    w = task.wire
     statuses = []
     horizon = tx.get_eviction_horizon(tid)
     for report in reports:
@@ -140,16 +156,62 @@ class JobSizes:
     jobs_per_pass: int = 4      # at most this many jobs' worth of reports per call
 
 
+# (verification key ID, report ID -> (the decoded report, the Leader's init state and the
+# report's minimum batch size bound, or the report's error))
+PreparedReports = tuple[int, dict[bytes, tuple[Any, "tuple[Continued, int] | ReportError"]]]
+
+
+def reports_ready(tx: Transaction, task: AggregatorTask, now: float, sizes: JobSizes
+                  ) -> list[ClientReportRecord]:
+    """The new reports that the next jobs take: none while there are fewer than
+    `min_job_size`, unless the oldest has waited `straggler_age` seconds. Reports uploaded
+    into the interval of a pending time-interval collection job after its cutoff wait
+    (see `held_back_reports`)."""
+    tid = task.task_id
+    reports = tx.list_new_reports(tid, sizes.max_job_size * sizes.jobs_per_pass,
+                                  held_back_reports(tx, task))
+    if reports and len(reports) < sizes.min_job_size:
+        age = tx.oldest_new_report_age(tid, now)
+        if age is None or age < sizes.straggler_age:
+            return []
+    return reports
+
+
+def prepare_aggregation_jobs(task: AggregatorTask, keyring: Keyring,
+                             reports: Sequence[ClientReportRecord], now: float,
+                             clock_skew: int) -> PreparedReports:
+    """The Leader's decryption and VDAF preparation (ping-pong init) of new reports,
+    outside any transaction: the verification key ID used and, by report ID, each
+    report's state or error, for `create_aggregation_jobs(prepared=...)`, whose
+    transaction then only checks against stored state and commits."""
+    key_id = task.leader_key_id()
+    if key_id is None or agg_params.uses_agg_param(task):
+        # A VDAF with an aggregation parameter is aggregated for collection jobs only.
+        return -1, {}
+    vdaf = task.vdaf
+    ctx = task.task.vdaf_ctx()
+    verify_key = task.verify_keys[key_id]
+    out: dict[bytes, tuple[Any, tuple[Continued, int] | ReportError]] = {}
+    for rec in reports:
+        report = task.wire.decode_report(rec.report)
+        out[bytes(rec.report_id)] = (report, _leader_open_one(
+            task, keyring, report, vdaf, ctx, verify_key, now, clock_skew))
+    return key_id, out
+
+
 def create_aggregation_jobs(tx: Transaction, task: AggregatorTask, keyring: Keyring,
-                            now: float, sizes: JobSizes, clock_skew: int, *, rng: Rng
+                            now: float, sizes: JobSizes, clock_skew: int, *, rng: Rng,
+                            prepared: PreparedReports | None = None
                             ) -> list[AggregationJobRecord]:
     """Turn uploaded reports into aggregation jobs. Fewer than `min_job_size` reports
     wait, unless the oldest has waited `straggler_age` seconds (stragglers do not stall
     collection). Job IDs and new leader-selected batch IDs are drawn from `rng`.
+    `prepared` (from `prepare_aggregation_jobs`) spares the transaction the decryption
+    and VDAF work of the reports it covers.
 
     Reports uploaded into the interval of a pending time-interval collection job after
-    its cutoff wait (see `held_back_reports`): the job completes the aggregation jobs
-    already pending and moves on, however many reports keep arriving.
+    its cutoff wait (`reports_ready`): the job completes the aggregation jobs already
+    pending and moves on, however many reports keep arriving.
 
     A VDAF with an aggregation parameter (Poplar1) is not aggregated eagerly: its jobs are
     made for the collection jobs waiting for them (`create_jobs_for_collections`)."""
@@ -158,14 +220,16 @@ def create_aggregation_jobs(tx: Transaction, task: AggregatorTask, keyring: Keyr
     tid = task.task_id
     if task.max_batch_size < 1:
         raise ValueError(f"task {tid.hex()}: max_batch_size {task.max_batch_size} < 1")
-    reports = tx.list_new_reports(tid, sizes.max_job_size * sizes.jobs_per_pass,
-                                  held_back_reports(tx, task))
+    if prepared is not None and prepared[0] >= 0:
+        # Only the prepared reports (the transaction does no VDAF work); the others wait
+        # for the next pass. (-1: nothing could be prepared, no verification key: the
+        # reports are failed below.)
+        reports = [r for r in reports_ready(tx, task, now, sizes)
+                   if bytes(r.report_id) in prepared[1]]
+    else:
+        reports = reports_ready(tx, task, now, sizes)
     if not reports:
         return []
-    if len(reports) < sizes.min_job_size:
-        age = tx.oldest_new_report_age(tid, now)
-        if age is None or age < sizes.straggler_age:
-            return []
     vdaf = task.vdaf
     ctx = task.task.vdaf_ctx()
     key_id = task.leader_key_id()
@@ -176,12 +240,15 @@ def create_aggregation_jobs(tx: Transaction, task: AggregatorTask, keyring: Keyr
         tx.drop_report_encodings(tid, [r.report_id for r in reports])
         return []
     verify_key = task.verify_keys[key_id]
+    # Prepared under another verification key: not used.
+    outcomes = prepared[1] if prepared is not None and prepared[0] == key_id else {}
     ready: list[tuple[ClientReportRecord, Any, Continued]] = []
     bounds: dict[bytes, int] = {}
     for rec in reports:
-        report = task.wire.decode_report(rec.report)
+        pre = outcomes.get(bytes(rec.report_id))
+        report = pre[0] if pre is not None else task.wire.decode_report(rec.report)
         outcome = _leader_init_one(tx, task, keyring, rec, report, vdaf, ctx, verify_key, now,
-                                   clock_skew)
+                                   clock_skew, prepared=pre[1] if pre is not None else None)
         if isinstance(outcome, ReportError):
             tx.set_report_states(tid, [rec.report_id], ReportState.FAILED, error=int(outcome))
             tx.drop_report_encodings(tid, [rec.report_id])
@@ -197,9 +264,12 @@ def create_aggregation_jobs(tx: Transaction, task: AggregatorTask, keyring: Keyr
 def _leader_init_one(tx: Transaction, task: AggregatorTask, keyring: Keyring,
                      rec: ClientReportRecord, report: Any, vdaf: Any, ctx: bytes,
                      verify_key: bytes, now: float, clock_skew: int,
-                     agg_param: bytes = b"") -> tuple[Continued, int] | ReportError:
+                     agg_param: bytes = b"",
+                     prepared: tuple[Continued, int] | ReportError | None = None
+                     ) -> tuple[Continued, int] | ReportError:
     """The Leader's checks and first ping-pong step of one report: (state, the report's
-    minimum batch size bound), or the report's error."""
+    minimum batch size bound), or the report's error. `prepared`: the outcome of
+    `_leader_open_one` computed outside the transaction."""
     md = report.report_metadata
     rid = bytes(md.report_id)
     t = rec.time
@@ -215,6 +285,18 @@ def _leader_init_one(tx: Transaction, task: AggregatorTask, keyring: Keyring,
     elif task.batch_mode == BatchMode.TIME_INTERVAL and \
             tx.interval_overlaps_collected(task.task_id, t, t + 1):
         return ReportError.BATCH_COLLECTED
+    if prepared is not None:
+        return prepared
+    return _leader_open_one(task, keyring, report, vdaf, ctx, verify_key, now, clock_skew,
+                            agg_param)
+
+
+def _leader_open_one(task: AggregatorTask, keyring: Keyring, report: Any, vdaf: Any,
+                     ctx: bytes, verify_key: bytes, now: float, clock_skew: int,
+                     agg_param: bytes = b"") -> tuple[Continued, int] | ReportError:
+    """The checks and preparation of one report that need no datastore."""
+    md = report.report_metadata
+    rid = bytes(md.report_id)
     plaintext = decrypt_input_share(task, keyring, Role.LEADER, md, report.public_share,
                                     report.leader_encrypted_input_share)
     if isinstance(plaintext, ReportError):
@@ -393,13 +475,41 @@ def reaggregated(task: AggregatorTask) -> bool:
 _UNFINISHED = (ReportAggregationState.ACTIVE, ReportAggregationState.FINISHED_OUTBOUND)
 
 
+def prepare_job_response(task: AggregatorTask, job: AggregationJobRecord,
+                         records: Sequence[ReportAggregationRecord], body: bytes
+                         ) -> dict[bytes, tuple[bytes | None, Any]]:
+    """The Leader's VDAF work on a Helper's answer, outside any transaction: for each
+    report the Helper continued, (the verify state it started from, the ping-pong
+    outcome), for `process_aggregation_job_response(prepared=...)`, which uses an outcome
+    only if the report's stored state is still the one it started from."""
+    try:
+        resps = {bytes(v.report_id): v for v in task.wire.decode_job_resp(body)}
+    except DecodeError:
+        return {}
+    vdaf = task.vdaf
+    ctx = task.task.vdaf_ctx()
+    out: dict[bytes, tuple[bytes | None, Any]] = {}
+    for rec in records:
+        vr = resps.get(bytes(rec.report_id))
+        if vr is not None and vr.kind == VerifyRespType.CONTINUE \
+                and rec.state == ReportAggregationState.ACTIVE:
+            # The stored state at step s is of ping-pong round 2s (see below).
+            prev = Continued(vdaf.decode_verify_state(rec.verify_state or b""), 2 * job.step,
+                             b"")
+            out[bytes(rec.report_id)] = (rec.verify_state, ping_pong_leader_continued(
+                vdaf, ctx, job.agg_param, prev, vr.payload or b""))
+    return out
+
+
 def process_aggregation_job_response(tx: Transaction, task: AggregatorTask,
-                                     job: AggregationJobRecord, body: bytes
-                                     ) -> AggregationJobState:
+                                     job: AggregationJobRecord, body: bytes, *,
+                                     prepared: dict[bytes, tuple[bytes | None, Any]]
+                                     | None = None) -> AggregationJobState:
     """Process the Helper's `AggregationJobResp` to the job's current request: commit
     finished output shares, reject what was rejected, and prepare the next request if
     verification continues. A response that does not match abandons the job. Returns the
-    job's new state."""
+    job's new state. `prepared` (from `prepare_job_response`) spares the transaction the
+    VDAF work."""
     tid = task.task_id
     vdaf = task.vdaf
     ctx = task.task.vdaf_ctx()
@@ -419,11 +529,16 @@ def process_aggregation_job_response(tx: Transaction, task: AggregatorTask,
         if vr.kind == VerifyRespType.REJECT:
             rec.state, rec.error = ReportAggregationState.REJECTED, int(vr.error or 0)
         elif vr.kind == VerifyRespType.CONTINUE and rec.state == ReportAggregationState.ACTIVE:
-            # The Leader's stored state at step s is of ping-pong round 2s (VDAF Section
-            # 5.7.1: each exchange moves two rounds; round 0 after init).
-            prev = Continued(vdaf.decode_verify_state(rec.verify_state or b""), 2 * job.step,
-                             b"")
-            state = ping_pong_leader_continued(vdaf, ctx, job.agg_param, prev, vr.payload or b"")
+            pre = (prepared or {}).get(bytes(rec.report_id))
+            if pre is not None and pre[0] == rec.verify_state:
+                state = pre[1]
+            else:
+                # The Leader's stored state at step s is of ping-pong round 2s (VDAF
+                # Section 5.7.1: each exchange moves two rounds; round 0 after init).
+                prev = Continued(vdaf.decode_verify_state(rec.verify_state or b""),
+                                 2 * job.step, b"")
+                state = ping_pong_leader_continued(vdaf, ctx, job.agg_param, prev,
+                                                   vr.payload or b"")
             if isinstance(state, Finished):
                 to_commit.append((rec, OutputShare(rec.report_id, rec.time,
                                                    bucket_for(task, rec.time, job.batch_id),

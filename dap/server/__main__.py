@@ -22,8 +22,13 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as exc:
         print(f"python -m dap.server: error: {exc}", file=sys.stderr)
         return 2
+    from dap.storage import StorageError
+
     try:
         run(config)
+    except (ConfigError, StorageError) as exc:
+        print(f"python -m dap.server: error: {exc}", file=sys.stderr)
+        return 2
     except OSError as exc:
         print(f"python -m dap.server: error: cannot serve on {config.listen_host}:"
               f"{config.listen_port}: {exc.strerror or exc}", file=sys.stderr)

@@ -29,7 +29,8 @@ from dap.core.tasks import HPKE_STATES, MIN_BATCH_SIZE_FLOOR, add_hpke_key, vali
 from dap.hpke import Aead, Kdf, Kem
 from dap.profiles import PROFILES, get_profile
 from dap.server.common import b64url, state
-from dap.storage import HpkeKeyState, TaskRecord
+from dap.server.serving import read_limited
+from dap.storage import HpkeKeyState, StorageError, TaskRecord
 
 
 def _check_admin(request: web.Request) -> None:
@@ -42,8 +43,10 @@ def _check_admin(request: web.Request) -> None:
 
 
 async def _json(request: web.Request) -> dict[str, Any]:
+    config = state(request).config
+    raw = await read_limited(request, config.max_admin_bytes, config.body_timeout)
     try:
-        data = json.loads(await request.read())
+        data = json.loads(raw)
     except ValueError:
         raise DapProblem("badRequest", "body is not JSON", 400, dap_type=False) from None
     if not isinstance(data, dict):
@@ -94,13 +97,47 @@ def task_record_from_json(data: dict[str, Any],
                         collector_token, json.dumps(options or {}, sort_keys=True))
     try:
         # An aggregator refuses a task it cannot run, its DP policy included.
-        validate_task(record, get_profile, min_batch_size_floor)
-    except (ValueError, KeyError, TypeError) as exc:
-        raise DapProblem("badRequest", f"task refused: {exc}", 400, dap_type=False) from None
+        _ = validate_task(record, get_profile, min_batch_size_floor).dp_policy
+    except DapProblem:
+        raise
+    except Exception as exc:  # noqa: BLE001 - any reason to refuse is the client's: 400
+        # (e.g. epsilon 0 in the DP policy, a VDAF too large to build): never a 500.
+        raise DapProblem("badRequest", f"task refused: {_reason(exc)}", 400,
+                         dap_type=False) from None
     if role == "leader" and not record.collector_auth_token:
         raise DapProblem("badRequest", "a Leader task needs collector_auth_token", 400,
                          dap_type=False)
     return record
+
+
+def _reason(exc: BaseException) -> str:
+    """One line about a refused value (the exception's message, bounded)."""
+    text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    return text[:200]
+
+
+def _config_id(request: web.Request) -> int:
+    """The `{config_id}` of a key resource: an HPKE config ID, 0 to 255 (400 otherwise)."""
+    raw = request.match_info["config_id"]
+    if not raw.isdigit() or not 0 <= int(raw) <= 255:
+        raise DapProblem("badRequest", "config_id must be an integer from 0 to 255", 400,
+                         dap_type=False)
+    return int(raw)
+
+
+def _task_id(request: web.Request) -> bytes:
+    import base64
+    import binascii
+
+    raw = request.match_info["task_id"]
+    try:
+        task_id = base64.urlsafe_b64decode(raw + "=" * (-len(raw) % 4))
+    except (ValueError, binascii.Error):
+        task_id = b""
+    if len(task_id) != 32:
+        raise DapProblem("badRequest", "task_id must be 32 bytes in base64url", 400,
+                         dap_type=False)
+    return task_id
 
 
 async def health(request: web.Request) -> web.StreamResponse:
@@ -132,10 +169,7 @@ async def list_tasks(request: web.Request) -> web.StreamResponse:
 
 async def delete_task(request: web.Request) -> web.StreamResponse:
     _check_admin(request)
-    import base64
-
-    raw = request.match_info["task_id"]
-    task_id = base64.urlsafe_b64decode(raw + "=" * (-len(raw) % 4))
+    task_id = _task_id(request)
     st = state(request)
     with st.datastore.transaction() as tx:
         tx.delete_task(task_id)
@@ -165,14 +199,20 @@ async def post_key(request: web.Request) -> web.StreamResponse:
             suite["aead"] = Aead(int(data["aead"]))
     except (ValueError, TypeError):
         raise DapProblem("badRequest", "unsupported HPKE algorithm", 400, dap_type=False) from None
+    config_id = data.get("config_id")
+    if config_id is not None and (not isinstance(config_id, int) or isinstance(config_id, bool)
+                                  or not 0 <= config_id <= 255):
+        raise DapProblem("badRequest", "config_id must be an integer from 0 to 255", 400,
+                         dap_type=False)
     st = state(request)
     with st.datastore.transaction() as tx:
         try:
-            record = add_hpke_key(tx, data.get("state", HpkeKeyState.PENDING),
-                                  data.get("config_id"),
+            record = add_hpke_key(tx, data.get("state", HpkeKeyState.PENDING), config_id,
                                   rng=st.rng, **suite)
-        except ValueError as exc:
-            raise DapProblem("badRequest", str(exc), 400, dap_type=False) from None
+        except StorageError as exc:
+            raise DapProblem("conflict", _reason(exc), 409, dap_type=False) from None
+        except (ValueError, TypeError) as exc:
+            raise DapProblem("badRequest", _reason(exc), 400, dap_type=False) from None
     st.invalidate_keyring()
     return web.json_response({"config_id": record.config_id, "state": record.state,
                               "config": b64url(record.config)}, status=201)
@@ -186,12 +226,13 @@ async def put_key(request: web.Request) -> web.StreamResponse:
         raise DapProblem("badRequest", f"state must be one of {HPKE_STATES}", 400,
                          dap_type=False)
     st = state(request)
+    config_id = _config_id(request)
     with st.datastore.transaction() as tx:
         try:
-            tx.set_hpke_key_state(int(request.match_info["config_id"]),
-                                  HpkeKeyState(new_state))
-        except Exception as exc:  # noqa: BLE001 - StorageError or a bad id
-            raise DapProblem("notFound", str(exc), 404, dap_type=False) from None
+            tx.set_hpke_key_state(config_id, HpkeKeyState(new_state))
+        except StorageError:
+            raise DapProblem("notFound", f"no HPKE key with config id {config_id}", 404,
+                             dap_type=False) from None
     st.invalidate_keyring()
     return web.Response(status=200)
 
@@ -199,8 +240,9 @@ async def put_key(request: web.Request) -> web.StreamResponse:
 async def delete_key(request: web.Request) -> web.StreamResponse:
     _check_admin(request)
     st = state(request)
+    config_id = _config_id(request)
     with st.datastore.transaction() as tx:
-        tx.delete_hpke_key(int(request.match_info["config_id"]))
+        tx.delete_hpke_key(config_id)
     st.invalidate_keyring()
     return web.Response(status=200)
 

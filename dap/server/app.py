@@ -32,7 +32,8 @@ from dap.server.common import (
     problem_middleware,
     state,
 )
-from dap.server.config import AggregatorConfig
+from dap.server.config import AggregatorConfig, ConfigError
+from dap.server.serving import handler_args, serve_forever, ssl_context
 from dap.storage import Datastore, HpkeKeyState
 from dap.storage.sqlite import SqliteDatastore
 
@@ -96,7 +97,10 @@ def build_app(config: AggregatorConfig, datastore: Datastore | None = None,
     middlewares = [problem_middleware, taskprov.middleware]
     if config.log_request_peers:
         middlewares.insert(0, peer_log_middleware)
-    app = web.Application(middlewares=middlewares, client_max_size=256 * 1024 * 1024)
+    # Every body is read through serving.read_limited with its resource's limit; aiohttp's
+    # own limit is only the backstop for any other read.
+    app = web.Application(middlewares=middlewares, client_max_size=config.max_body_bytes,
+                          handler_args=handler_args(config.limits))
     app[CONFIG_KEY] = config
     taskprov.install(app, config.taskprov_peers, config.role)
     app[STATE_KEY] = st
@@ -127,6 +131,7 @@ def build_app(config: AggregatorConfig, datastore: Datastore | None = None,
                 await t
 
     async def close_datastore(app: web.Application) -> None:
+        st.close()  # the worker threads finish what they run, before the datastore closes
         if datastore is None:
             ds.close()
 
@@ -137,14 +142,19 @@ def build_app(config: AggregatorConfig, datastore: Datastore | None = None,
 
 
 def run(config: AggregatorConfig) -> None:
-    """Serve until interrupted (`ppm leader` / `ppm helper`)."""
+    """Serve until interrupted (`ppm leader` / `ppm helper`). A configuration that
+    cannot be used (TLS files, the datastore key) raises ConfigError or StorageError."""
     logging.basicConfig(level=logging.INFO,
                         format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    try:
+        tls = ssl_context(config.tls_cert, config.tls_key)
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"cannot load the TLS certificate and key ({config.tls_cert}, "
+                          f"{config.tls_key}): {exc}") from None
     app = build_app(config)
-    log.info("%s listening on http://%s:%d/", config.role, config.listen_host,
+    log.info("%s listening on %s://%s:%d/", config.role, config.scheme, config.listen_host,
              config.listen_port)
-    web.run_app(app, host=config.listen_host, port=config.listen_port, print=None,
-                access_log=None)
+    serve_forever(app, config.listen_host, config.listen_port, config.limits, tls)
 
 
 __all__ = ["build_app", "run", "DapProblem"]

@@ -3,12 +3,14 @@ authentication, media types and the asynchronous-response conventions (DAP-18 Se
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import binascii
 import logging
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, TypeVar
 
 from aiohttp import web
 
@@ -19,10 +21,12 @@ from dap.core.tasks import AggregatorTask, Keyring, TaskCache
 from dap.problems import PROBLEM_MEDIA_TYPE
 from dap.profiles import DEFAULT_PROFILE, Profile, get_profile
 from dap.server.config import AggregatorConfig
+from dap.server.serving import HttpProblem, read_limited
 from dap.storage import Datastore
 
 log = logging.getLogger("ppm.server")
 
+T = TypeVar("T")
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 CONFIG_KEY: web.AppKey[AggregatorConfig] = web.AppKey("config", AggregatorConfig)
@@ -42,6 +46,23 @@ class AppState:
         self.rng = rng
         self._keyring: Keyring | None = None
         self._keyring_at = 0.0
+        # Blocking work (decoding, decryption, VDAF preparation, bounded transactions) runs
+        # here, off the event loop; several threads, so that one large request does not
+        # hold up another task's. 0 threads: on the event loop (deterministic tests).
+        self.executor = (ThreadPoolExecutor(config.worker_threads,
+                                            thread_name_prefix=f"ppm-{config.role}")
+                         if config.worker_threads > 0 else None)
+
+    async def offload(self, func: Callable[..., T], *args: Any) -> T:
+        """Run `func(*args)` in a worker thread (see `executor`), the event loop answering
+        other requests meanwhile."""
+        if self.executor is None:
+            return func(*args)
+        return await asyncio.get_running_loop().run_in_executor(self.executor, func, *args)
+
+    def close(self) -> None:
+        if self.executor is not None:
+            self.executor.shutdown(wait=True, cancel_futures=True)
 
     def keyring(self) -> Keyring:
         """HPKE keys, reloaded at most once a second (so rotations take effect)."""
@@ -56,6 +77,11 @@ class AppState:
         self._keyring = None
 
     def task(self, task_id: bytes, role: Role) -> AggregatorTask:
+        # A loaded task is answered without the datastore (which a worker thread may be
+        # holding for a large job's commit).
+        task = self.tasks.peek(task_id)
+        if task is not None and task.role == role:
+            return task
         with self.datastore.transaction() as tx:
             return self.tasks.get(tx, task_id, role)
 
@@ -88,7 +114,12 @@ async def problem_middleware(request: web.Request, handler: Handler) -> web.Stre
         return await handler(request)
     except DapProblem as problem:
         return problem_response(problem, _problem_profile(request, problem))
+    except HttpProblem as problem:
+        return problem.response()
     except web.HTTPException as exc:
+        if exc.status == 413:
+            # aiohttp's own client_max_size (a backstop: handlers read with a limit).
+            return HttpProblem(413, "Content Too Large", "request body too large").response()
         if exc.status >= 400 and exc.content_type != PROBLEM_MEDIA_TYPE:
             return problem_response(DapProblem(exc.reason, exc.text or "", exc.status,
                                                dap_type=False))
@@ -165,8 +196,11 @@ def authenticate(request: web.Request, task: AggregatorTask, collector: bool) ->
                          dap_type=False)
 
 
-async def read_body(request: web.Request, task: AggregatorTask, message: str) -> bytes:
-    """The request body, after checking its media type against the expected message."""
+async def read_body(request: web.Request, task: AggregatorTask, message: str,
+                    limit: int) -> bytes:
+    """The request body, after checking its media type against the expected message: at
+    most `limit` bytes (413 otherwise, nothing read beyond the limit), uncompressed (415),
+    within the configuration's `body_timeout` (408); see `serving.read_limited`."""
     expected = task.profile.media_type_for(message)
     got = request.headers.get("Content-Type", "")
     try:
@@ -176,7 +210,8 @@ async def read_body(request: web.Request, task: AggregatorTask, message: str) ->
     if name != message:
         raise DapProblem("invalidMessage", f"expected Content-Type {expected}, got {got!r}",
                          415, task_id=task.task_id)
-    return await request.read()
+    return await read_limited(request, limit, state(request).config.body_timeout,
+                              task_id=task.task_id)
 
 
 def message_response(task: AggregatorTask, message: str, body: bytes, status: int = 200,
@@ -208,11 +243,17 @@ def hpke_config_response(st: AppState, raw: str | None) -> web.Response:
             task_id = bytes(TaskID.from_base64url(raw))
         except (ValueError, binascii.Error, TypeError):
             raise DapProblem("unrecognizedTask", "malformed task ID", 404) from None
-        with st.datastore.transaction() as tx:
-            record = tx.get_task(task_id)
-        if record is None or record.role != st.config.role:
+        cached = st.tasks.peek(task_id)  # without the datastore, when loaded
+        role: str | None
+        if cached is not None:
+            role, name = cached.record.role, cached.record.profile
+        else:
+            with st.datastore.transaction() as tx:
+                record = tx.get_task(task_id)
+            role, name = (record.role, record.profile) if record else (None, "")
+        if role != st.config.role:
             raise DapProblem("unrecognizedTask", "unknown task", 404, task_id=task_id)
-        profile = get_profile(record.profile)
+        profile = get_profile(name)
     config_list = st.keyring().config_list()
     return web.Response(body=config_list.encode(), headers={
         "Content-Type": profile.media_type_for("HpkeConfigList"),

@@ -35,8 +35,21 @@ Example (every key but `role` and `datastore` is optional)::
                                          # reports and released results are kept
       "task_retention_after_end": 604800,  # seconds after a task's end, then its data
                                          # is deleted (a Collector's grace period)
-      "retention_interval": 300          # seconds between retention passes
+      "retention_interval": 300,         # seconds between retention passes
+      "max_upload_bytes": 16777216,      # request body limits per resource (413 above)
+      "max_aggregation_job_bytes": 33554432,
+      "max_collection_bytes": 1048576,   # collection jobs and aggregate shares
+      "max_admin_bytes": 1048576,
+      "idle_timeout": 15.0,              # seconds to send a complete request header
+      "body_timeout": 30.0,              # seconds to send a whole request body
+      "max_connections": 1000,           # then the oldest idle connection is closed
+      "tls_cert": "cert.pem", "tls_key": "key.pem",   # serve HTTPS (both or neither)
+      "tls_ca_file": "ca.pem",           # also trust this CA for requests to the Helper
+      "worker_threads": 4                # blocking work off the event loop (0: on it)
     }
+
+Relative paths (datastore, TLS files) are relative to the configuration file. See
+`dap/server/serving.py` for what the limits protect against.
 """
 
 from __future__ import annotations
@@ -45,6 +58,8 @@ import json
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
+
+from dap.server.serving import HttpLimits, MiB
 
 
 @dataclass
@@ -79,12 +94,39 @@ class AggregatorConfig:
     job_retention: float | None = 7 * 86400.0
     task_retention_after_end: float | None = 7 * 86400.0
     retention_interval: float = 300.0
+    # 16 MiB: the Client sends up to 500 reports a request, a few KiB each for large
+    # vector VDAFs. A legitimate body under the limit is processed off the event loop.
+    max_upload_bytes: int = 16 * MiB
+    max_aggregation_job_bytes: int = 32 * MiB
+    max_collection_bytes: int = 1 * MiB
+    max_admin_bytes: int = 1 * MiB
+    idle_timeout: float = 15.0
+    body_timeout: float = 30.0
+    max_connections: int = 1000
+    tls_cert: str | None = None
+    tls_key: str | None = None
+    tls_ca_file: str | None = None
+    worker_threads: int = 4
+
 
     def __post_init__(self) -> None:
         if self.role not in ("leader", "helper"):
             raise ValueError("role must be 'leader' or 'helper'")
         if self.min_job_size < 1 or self.max_job_size < self.min_job_size:
             raise ValueError("need 1 <= min_job_size <= max_job_size")
+        for name in ("max_upload_bytes", "max_aggregation_job_bytes", "max_collection_bytes",
+                     "max_admin_bytes", "max_connections"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise ValueError(f"{name} must be a positive integer")
+        if not isinstance(self.worker_threads, int) or self.worker_threads < 0:
+            raise ValueError("worker_threads must be a non-negative integer")
+        for name in ("idle_timeout", "body_timeout"):
+            value = getattr(self, name)
+            if not isinstance(value, int | float) or isinstance(value, bool) or value <= 0:
+                raise ValueError(f"{name} must be a positive number of seconds")
+        if bool(self.tls_cert) != bool(self.tls_key):
+            raise ValueError("tls_cert and tls_key go together")
         if not isinstance(self.min_batch_size_floor, int) or self.min_batch_size_floor < 1:
             raise ValueError("min_batch_size_floor must be a positive integer")
         if not isinstance(self.max_item_attempts, int) or self.max_item_attempts < 1:
@@ -105,6 +147,22 @@ class AggregatorConfig:
         if self.ohttp_gateway and self.role != "leader":
             raise ValueError("ohttp_gateway is a Leader option")
 
+    @property
+    def limits(self) -> HttpLimits:
+        return HttpLimits(idle_timeout=float(self.idle_timeout),
+                          body_timeout=float(self.body_timeout),
+                          max_connections=self.max_connections)
+
+    @property
+    def max_body_bytes(self) -> int:
+        """The largest body any resource accepts (aiohttp's own `client_max_size`)."""
+        return max(self.max_upload_bytes, self.max_aggregation_job_bytes,
+                   self.max_collection_bytes, self.max_admin_bytes)
+
+    @property
+    def scheme(self) -> str:
+        return "https" if self.tls_cert else "http"
+
     def gateway_key_path(self) -> str:
         """Where the Oblivious HTTP gateway key is kept."""
         return self.ohttp_key_file or f"{self.datastore}.ohttp-key"
@@ -122,11 +180,16 @@ class AggregatorConfig:
         data = json.loads(Path(path).read_text())
         config = cls.from_dict(data)
         # A relative datastore path is relative to the configuration file.
+        base = Path(path).resolve().parent
         ds = Path(config.datastore)
         if not ds.is_absolute():
-            config.datastore = str(Path(path).resolve().parent / ds)
+            config.datastore = str(base / ds)
+        for name in ("tls_cert", "tls_key", "tls_ca_file"):
+            value = getattr(config, name)
+            if value and not Path(value).is_absolute():
+                setattr(config, name, str(base / value))
         if config.ohttp_key_file is not None and not Path(config.ohttp_key_file).is_absolute():
-            config.ohttp_key_file = str(Path(path).resolve().parent / config.ohttp_key_file)
+            config.ohttp_key_file = str(base / config.ohttp_key_file)
         return config
 
     def to_dict(self) -> dict[str, Any]:

@@ -41,6 +41,7 @@ from dap.problems import PROBLEM_MEDIA_TYPE
 from dap.profiles import DEFAULT_PROFILE, Profile
 from dap.server import leader as leader_routes
 from dap.server.common import AppState, hpke_config_response, problem_response, state
+from dap.server.serving import read_limited
 
 log = logging.getLogger("ppm.gateway")
 
@@ -95,7 +96,8 @@ def _to_bhttp(resp: web.Response) -> bhttp.Response:
     return bhttp.Response(resp.status, tuple(headers), body)
 
 
-def _dispatch(app: web.Application, st: AppState, req: bhttp.Request) -> web.Response:
+async def _dispatch(app: web.Application, st: AppState, req: bhttp.Request
+                    ) -> web.Response:
     """Serve the decapsulated request from this Leader's own Client resources."""
     method = req.method.decode("ascii", "replace")
     target = req.path.decode("ascii", "replace")
@@ -128,7 +130,7 @@ def _dispatch(app: web.Application, st: AppState, req: bhttp.Request) -> web.Res
         raise DapProblem("invalidMessage", f"expected Content-Type "
                          f"{task.profile.media_type_for(message)}, got {content_type!r}",
                          415, task_id=task_id)
-    return leader_routes.upload_response(app, st, task, req.content)
+    return await leader_routes.upload_response(app, st, task, req.content)
 
 
 async def post_gateway(request: web.Request) -> web.StreamResponse:
@@ -138,7 +140,8 @@ async def post_gateway(request: web.Request) -> web.StreamResponse:
     if got.split(";")[0].strip().lower() != ohttp.REQUEST_MEDIA_TYPE:
         return _plain_error(415, "unsupported media type",
                             f"expected {ohttp.REQUEST_MEDIA_TYPE}, got {got!r}")
-    body = await request.read()
+    # Bounded (413), uncompressed (415) and timed (408) like every DAP request body.
+    body = await read_limited(request, st.config.max_upload_bytes, st.config.body_timeout)
     try:
         inner, ctx = ohttp.decapsulate_request(request.app[GATEWAY_KEYS].keys, body)
     except ohttp.OhttpKeyError as exc:
@@ -148,7 +151,7 @@ async def post_gateway(request: web.Request) -> web.StreamResponse:
     try:
         req = bhttp.Request.decode(inner)
         try:
-            resp = _dispatch(request.app, st, req)
+            resp = await _dispatch(request.app, st, req)
         except DapProblem as problem:
             resp = problem_response(problem, _profile_of(st, problem))
         answer = _to_bhttp(resp)

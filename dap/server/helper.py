@@ -11,6 +11,7 @@ from aiohttp import web
 from dap.common import Role
 from dap.core import helper as core
 from dap.core.errors import DapProblem, NotReady
+from dap.core.tasks import AggregatorTask, Keyring
 from dap.server.common import (
     AppState,
     authenticate,
@@ -41,12 +42,10 @@ async def post_aggregation_jobs(request: web.Request) -> web.StreamResponse:
     task = st.task(task_id_param(request), Role.HELPER)
     require_method(request, task, "aggregation_job_init")
     authenticate(request, task, collector=False)
-    body = await read_body(request, task, "AggregationJobInitReq")
+    body = await read_body(request, task, "AggregationJobInitReq",
+                           st.config.max_aggregation_job_bytes)
     keyring = st.keyring()
-    asynchronous = st.config.async_helper
-    with st.datastore.transaction() as tx:
-        result = core.create_aggregation_job(tx, task, body, asynchronous, keyring, st.clock(),
-                                             st.config.clock_skew, rng=st.rng)
+    result = await st.offload(_init_job, st, task, body, st.config.async_helper, keyring, None)
     location = f"{request.path}/{b64url(result.job_id)}"
     if result.response is None:
         request.app[WAKE_KEY].set()
@@ -62,11 +61,10 @@ async def put_aggregation_job(request: web.Request) -> web.StreamResponse:
     require_method(request, task, "aggregation_job_init")
     authenticate(request, task, collector=False)
     job_id = _job_id(request)
-    body = await read_body(request, task, "AggregationJobInitReq")
+    body = await read_body(request, task, "AggregationJobInitReq",
+                           st.config.max_aggregation_job_bytes)
     keyring = st.keyring()
-    with st.datastore.transaction() as tx:
-        result = core.create_aggregation_job(tx, task, body, False, keyring, st.clock(),
-                                             st.config.clock_skew, job_id=job_id, rng=st.rng)
+    result = await st.offload(_init_job, st, task, body, False, keyring, job_id)
     assert result.response is not None
     return message_response(task, "AggregationJobResp", result.response,
                             task.profile.statuses["aggregation_job_init"])
@@ -79,9 +77,14 @@ async def post_aggregation_job(request: web.Request) -> web.StreamResponse:
     task = st.task(task_id_param(request), Role.HELPER)
     authenticate(request, task, collector=False)
     job_id = _job_id(request)
-    body = await read_body(request, task, "AggregationJobContinueReq")
-    with st.datastore.transaction() as tx:
-        result = core.continue_aggregation_job(tx, task, job_id, body)
+    body = await read_body(request, task, "AggregationJobContinueReq",
+                           st.config.max_aggregation_job_bytes)
+
+    def run() -> core.JobResult:
+        with st.datastore.transaction() as tx:
+            return core.continue_aggregation_job(tx, task, job_id, body)
+
+    result = await st.offload(run)
     location = f"{request.path}?step={result.step}"
     assert result.response is not None
     return message_response(task, "AggregationJobResp", result.response, 200, location)
@@ -125,13 +128,17 @@ async def post_aggregate_shares(request: web.Request) -> web.StreamResponse:
     st = state(request)
     task = st.task(task_id_param(request), Role.HELPER)
     authenticate(request, task, collector=False)
-    body = await read_body(request, task, "AggregateShareReq")
+    body = await read_body(request, task, "AggregateShareReq", st.config.max_collection_bytes)
     # With a DP policy the noise is drawn by the background worker, off the request path,
     # where the profile has asynchronous resources (DAP-09 has none).
     asynchronous = "aggregate_share_poll" in task.profile.requests and (
         st.config.async_aggregate_shares or task.dp_policy is not None)
-    with st.datastore.transaction() as tx:
-        result = core.create_aggregate_share(tx, task, body, asynchronous, rng=st.rng)
+
+    def run() -> core.ShareResult:
+        with st.datastore.transaction() as tx:
+            return core.create_aggregate_share(tx, task, body, asynchronous, rng=st.rng)
+
+    result = await st.offload(run)
     location = f"{request.path}/{b64url(result.share_id)}"
     if result.response is None:
         request.app[WAKE_KEY].set()
@@ -165,6 +172,33 @@ async def delete_aggregate_share(request: web.Request) -> web.StreamResponse:
     return web.Response(status=200)
 
 
+def _init_job(st: AppState, task: AggregatorTask, body: bytes, asynchronous: bool,
+              keyring: Keyring, job_id: bytes | None) -> core.JobResult:
+    """Create (and unless asynchronous, process) an aggregation job, in a worker thread:
+    the decryption and VDAF preparation run outside the transaction
+    (`core.prepare_aggregation_job`), which then only checks and commits, so the
+    datastore is held briefly whatever the job's size."""
+    now = st.clock()
+    prepared = None
+    if not asynchronous and not _job_exists(st, task, body, job_id):
+        prepared = core.prepare_aggregation_job(task, keyring, body, now,
+                                                st.config.clock_skew)
+    with st.datastore.transaction() as tx:
+        return core.create_aggregation_job(tx, task, body, asynchronous, keyring, now,
+                                           st.config.clock_skew, job_id=job_id, rng=st.rng,
+                                           prepared=prepared)
+
+
+def _job_exists(st: AppState, task: AggregatorTask, body: bytes,
+                job_id: bytes | None) -> bool:
+    """Whether the request is for a job already stored (answered from the datastore
+    without preparing anything)."""
+    with st.datastore.transaction() as tx:
+        if job_id is not None:
+            return tx.get_aggregation_job(task.task_id, job_id) is not None
+        return tx.find_aggregation_job_by_hash(task.task_id, core.digest(body)) is not None
+
+
 def add_routes(app: web.Application) -> None:
     app.router.add_post("/tasks/{task_id}/aggregation_jobs", post_aggregation_jobs)
     app.router.add_put("/tasks/{task_id}/aggregation_jobs/{job_id}", put_aggregation_job)
@@ -184,7 +218,7 @@ async def worker(app: web.Application, st: AppState) -> None:
     retention = RetentionTimer(st)
     while True:
         try:
-            busy = run_pending(st)
+            busy = await st.offload(run_pending, st)
         except Exception:  # noqa: BLE001 - keep the worker alive, log, retry later
             log.exception("helper worker step failed")
             busy = False
@@ -219,12 +253,15 @@ def run_pending(st: AppState) -> bool:
     for job in jobs:
         try:
             task = st.task(job.task_id, Role.HELPER)
+            # The decryption and VDAF work outside the transaction (see _init_job).
+            prepared = core.prepare_aggregation_job(task, keyring, job.request, now,
+                                                    st.config.clock_skew)
             with st.datastore.transaction() as tx:
                 fresh = tx.get_aggregation_job(job.task_id, job.job_id)
                 if fresh is not None and fresh.response is None \
                         and fresh.state == AggregationJobState.ACTIVE:
                     core.process_aggregation_job(tx, task, fresh, keyring, now,
-                                                 st.config.clock_skew)
+                                                 st.config.clock_skew, prepared=prepared)
                     fresh.lease_expiry = 0.0
                     tx.update_aggregation_job(fresh)
         except Exception as exc:  # noqa: BLE001 - isolate the job, record the error

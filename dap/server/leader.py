@@ -16,14 +16,21 @@ from __future__ import annotations
 import asyncio
 import logging
 from typing import Any
-from urllib.parse import urljoin
 
 import aiohttp
 from aiohttp import web
 
 from dap.common import Role
+from dap.core import agg_params
 from dap.core import leader as core
 from dap.core.errors import DapProblem, NotReady
+from dap.origin import (
+    MAX_RESPONSE_BYTES,
+    NO_COMPRESSION,
+    ForeignLocation,
+    read_response,
+    resolve_location,
+)
 from dap.problems import ProblemDocument, ProblemDocumentError
 from dap.server.common import (
     AppState,
@@ -38,6 +45,7 @@ from dap.server.common import (
     task_id_param,
 )
 from dap.server.retention import RetentionTimer
+from dap.server.serving import client_ssl_context
 from dap.storage import (
     AggregationJobRecord,
     AggregationJobState,
@@ -59,22 +67,45 @@ async def put_or_post_reports(request: web.Request) -> web.StreamResponse:
     st = state(request)
     task = st.task(task_id_param(request), Role.LEADER)
     require_method(request, task, "upload")
-    body = await read_body(request, task, task.profile.message_names["upload"])
-    return upload_response(request.app, st, task, body)
+    body = await read_body(request, task, task.profile.message_names["upload"],
+                           st.config.max_upload_bytes)
+    return await upload_response(request.app, st, task, body)
 
 
-def upload_response(app: web.Application, st: AppState, task: Any,
-                    body: bytes) -> web.Response:
-    """Store an upload's reports and answer it: the resource above, and the Oblivious
-    HTTP gateway (`dap.server.gateway`) for an upload that came through a relay."""
+async def upload_response(app: web.Application, st: AppState, task: Any,
+                          body: bytes) -> web.Response:
+    """Store an upload's reports (in a worker thread, `store_upload`) and answer it: the
+    resource above, and the Oblivious HTTP gateway (`dap.server.gateway`) for an upload
+    that came through a relay."""
     keyring = st.keyring()
-    with st.datastore.transaction() as tx:
-        errors = core.upload(tx, task, keyring, body, st.clock(), st.config.clock_skew)
+    errors = await st.offload(store_upload, st, task, keyring, body)
     app[WAKE_KEY].set()
     answer = task.wire.upload_answer(task, errors)  # raises a DAP-09 refused report's problem
     if answer is None:
         return web.Response(status=task.profile.statuses["upload"])
     return message_response(task, "UploadErrors", answer)
+
+
+# Reports stored per transaction: an upload of any size holds the datastore briefly.
+UPLOAD_CHUNK = 256
+
+
+def store_upload(st: AppState, task: Any, keyring: Any, body: bytes
+                 ) -> list[tuple[bytes, Any]]:
+    """Decode an upload and store its reports in transactions of at most UPLOAD_CHUNK
+    reports, in a worker thread (`AppState.offload`): the event loop and other requests are not
+    held up by a large body. A crash midway leaves the first chunks stored; the Client,
+    which got no answer, retries and its stored reports then count as replays (they
+    are aggregated once, as every stored report)."""
+    reports = core.decode_upload(task, body)
+    now = st.clock()
+    errors: list[tuple[bytes, Any]] = []
+    for i in range(0, len(reports), UPLOAD_CHUNK):
+        with st.datastore.transaction() as tx:
+            errors += core.store_reports(tx, task, keyring, reports[i:i + UPLOAD_CHUNK], now,
+                                         st.config.clock_skew)
+        # Between chunks a waiting request takes the datastore (its lock is fair).
+    return errors
 
 
 async def post_collection_jobs(request: web.Request) -> web.StreamResponse:
@@ -83,7 +114,7 @@ async def post_collection_jobs(request: web.Request) -> web.StreamResponse:
     task = st.task(task_id_param(request), Role.LEADER)
     require_method(request, task, "collection_job_create")
     authenticate(request, task, collector=True)
-    body = await read_body(request, task, "CollectionJobReq")
+    body = await read_body(request, task, "CollectionJobReq", st.config.max_collection_bytes)
     with st.datastore.transaction() as tx:
         job_id = core.create_collection_job(tx, task, body, st.clock(), rng=st.rng)
     request.app[WAKE_KEY].set()
@@ -98,7 +129,7 @@ async def put_collection_job(request: web.Request) -> web.StreamResponse:
     require_method(request, task, "collection_job_create")
     authenticate(request, task, collector=True)
     job_id = id_param(request, "job_id", 16, "unrecognizedCollectionJob")
-    body = await read_body(request, task, "CollectionReq")
+    body = await read_body(request, task, "CollectionReq", st.config.max_collection_bytes)
     with st.datastore.transaction() as tx:
         core.create_collection_job(tx, task, body, st.clock(), job_id=job_id, rng=st.rng)
     request.app[WAKE_KEY].set()
@@ -170,6 +201,8 @@ class LeaderWorker:
         # which only means re-sending the stored, byte-identical request.
         self.share_locations: dict[bytes, str] = {}
         self.sem = asyncio.Semaphore(max(1, st.config.job_concurrency))
+        # The Helper's answers are at most about the size of the Leader's requests.
+        self.response_limit = max(MAX_RESPONSE_BYTES, st.config.max_aggregation_job_bytes)
         # Job steps in flight. They run beside job creation and collection, so that the
         # Leader prepares the next jobs while the Helper works on the current ones.
         self.in_flight: set[asyncio.Task[None]] = set()
@@ -177,7 +210,11 @@ class LeaderWorker:
 
     async def run(self) -> None:
         timeout = aiohttp.ClientTimeout(total=self.st.config.http_timeout)
-        async with aiohttp.ClientSession(timeout=timeout) as session:
+        connector = aiohttp.TCPConnector(ssl=client_ssl_context(self.st.config.tls_ca_file))
+        # Answers uncompressed and bounded (dap/origin.py): read with read_response.
+        async with aiohttp.ClientSession(timeout=timeout, connector=connector,
+                                         auto_decompress=False,
+                                         headers=NO_COMPRESSION) as session:
             self.session = session
             wake = self.app[WAKE_KEY]
             try:
@@ -233,11 +270,29 @@ class LeaderWorker:
             # with backoff; the other tasks go on.
             try:
                 task = st.task(tid, Role.LEADER)
-                with st.datastore.transaction() as tx:
-                    created += len(core.create_aggregation_jobs(
-                        tx, task, keyring, st.clock(), sizes, cfg.clock_skew, rng=st.rng))
-                    if work is not None:
-                        tx.delete_task_work(tid)
+
+                def create(task: Any = task, work: Any = work, tid: bytes = tid) -> int:
+                    now = st.clock()
+                    with st.datastore.transaction() as tx:
+                        new = core.reports_ready(tx, task, now, sizes)
+                    if not new and not agg_params.uses_agg_param(task):
+                        return 0
+                    prepared = None
+                    if new:
+                        # Decryption and VDAF preparation outside the transaction, which
+                        # then only checks and commits (a short hold of the datastore).
+                        prepared = core.prepare_aggregation_jobs(task, keyring, new, now,
+                                                                 cfg.clock_skew)
+                    with st.datastore.transaction() as tx:
+                        count = len(core.create_aggregation_jobs(
+                            tx, task, keyring, now, sizes, cfg.clock_skew, rng=st.rng,
+                            prepared=prepared))
+                        if work is not None:
+                            tx.delete_task_work(tid)
+                    return count
+
+                # In a worker thread, not on the event loop.
+                created += await st.offload(create)
             except Exception as exc:  # noqa: BLE001 - isolate the task, record the error
                 self._task_failed(tid, work, exc)
         return created > 0
@@ -319,28 +374,50 @@ class LeaderWorker:
             body = job.request
             headers["Content-Type"] = profile.media_type_for("AggregationJobContinueReq")
         try:
-            async with self.session.request(method, url, data=body, headers=headers) as resp:
-                content = await resp.read()
+            # Never follow a redirect: the token is for the Helper's origin (dap/origin.py).
+            async with self.session.request(method, url, data=body, headers=headers,
+                                            allow_redirects=False) as resp:
+                content = await read_response(resp, self.response_limit)
                 status = resp.status
                 location = resp.headers.get("Location")
                 retry_after = resp.headers.get("Retry-After")
         except (aiohttp.ClientError, TimeoutError) as exc:
             self._retry_job(job, f"{type(exc).__name__}: {exc}")
             return
+        if 300 <= status < 400:
+            self._retry_job(job, f"HTTP {status}: the Helper redirected to {location!r}; "
+                                 "redirects are not followed")
+            return
         if location:
-            job.helper_url = urljoin(url, location)
+            try:
+                job.helper_url = resolve_location(url, location)
+            except ForeignLocation as exc:
+                # Ignored: the job is then polled or continued at its own URL.
+                log.warning("aggregation job %s: %s", job.job_id.hex(), exc)
         if 200 <= status < 300 and content:
-            with st.datastore.transaction() as tx:
-                fresh = tx.get_aggregation_job(job.task_id, job.job_id)
-                if fresh is None or fresh.state != AggregationJobState.ACTIVE \
-                        or fresh.step != job.step \
-                        or fresh.request != job.request:
-                    return  # a late answer to a step another worker already processed
-                fresh.helper_url = job.helper_url
-                fresh.response = None
-                fresh.lease_expiry = 0.0
-                new_state = core.process_aggregation_job_response(tx, task, fresh, content)
-                abandoned = new_state == AggregationJobState.ABANDONED
+            def process() -> bool | None:
+                # The VDAF work outside the transaction, which then checks and commits.
+                with st.datastore.transaction() as tx:
+                    records = tx.get_report_aggregations(job.task_id, job.job_id)
+                prepared = core.prepare_job_response(task, job, records, content)
+                with st.datastore.transaction() as tx:
+                    fresh = tx.get_aggregation_job(job.task_id, job.job_id)
+                    if fresh is None or fresh.state != AggregationJobState.ACTIVE \
+                            or fresh.step != job.step \
+                            or fresh.request != job.request:
+                        return None  # a late answer to a step another worker processed
+                    fresh.helper_url = job.helper_url
+                    fresh.response = None
+                    fresh.lease_expiry = 0.0
+                    new_state = core.process_aggregation_job_response(
+                        tx, task, fresh, content, prepared=prepared)
+                    return new_state == AggregationJobState.ABANDONED
+
+            # The Leader's VDAF work on the answer (at most max_job_size reports) runs in
+            # a worker thread, not on the event loop.
+            abandoned = await st.offload(process)
+            if abandoned is None:
+                return
             if abandoned:
                 await self._delete_helper_job(task, job)
             self.app[WAKE_KEY].set()
@@ -391,7 +468,8 @@ class LeaderWorker:
         elif job.step == 0 and "aggregation_jobs" in task.profile.resources:
             return  # DAP-18: the Helper never named the job
         try:
-            async with self.session.delete(url, headers=_auth_headers(task)):
+            async with self.session.delete(url, headers=_auth_headers(task),
+                                           allow_redirects=False):
                 pass
         except (aiohttp.ClientError, TimeoutError):
             pass
@@ -464,16 +542,24 @@ class LeaderWorker:
             body = share_request.body
             headers["Content-Type"] = task.profile.media_type_for("AggregateShareReq")
         try:
-            async with self.session.request(method, url, data=body, headers=headers) as resp:
-                content = await resp.read()
+            async with self.session.request(method, url, data=body, headers=headers,
+                                            allow_redirects=False) as resp:
+                content = await read_response(resp, self.response_limit)
                 status = resp.status
                 loc = resp.headers.get("Location")
                 retry_after = resp.headers.get("Retry-After")
         except (aiohttp.ClientError, TimeoutError) as exc:
             self._retry_collection(job, f"{type(exc).__name__}: {exc}")
             return False
+        if 300 <= status < 400:
+            self._retry_collection(job, f"HTTP {status}: the Helper redirected to {loc!r}; "
+                                        "redirects are not followed")
+            return False
         if loc:
-            self.share_locations[job.job_id] = urljoin(url, loc)
+            try:
+                self.share_locations[job.job_id] = resolve_location(url, loc)
+            except ForeignLocation as exc:
+                log.warning("collection job %s: %s", job.job_id.hex(), exc)
         if 200 <= status < 300 and content:
             with st.datastore.transaction() as tx:
                 fresh = tx.get_collection_job(job.task_id, job.job_id)

@@ -8,9 +8,11 @@ crash-safe for the process, not for power loss) may be chosen for speed.
 
 from __future__ import annotations
 
+import os
 import sqlite3
 import threading
 import time
+from collections import deque
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import astuple, fields
@@ -38,6 +40,15 @@ from dap.storage import (
     TaskRecord,
     TaskWorkRecord,
     iter_chunks,
+)
+from dap.storage.secrets import (
+    KEY_ENV,
+    DatastoreKeyError,
+    SecretBox,
+    is_sealed,
+)
+from dap.storage.secrets import (
+    key_from_env as secrets_key_from_env,
 )
 
 SCHEMA_VERSION = 2
@@ -101,6 +112,7 @@ CREATE TABLE IF NOT EXISTS aggregate_share_jobs (
     error_detail TEXT, created_at REAL NOT NULL, PRIMARY KEY (task_id, share_id));
 CREATE INDEX IF NOT EXISTS aggregate_share_jobs_hash
     ON aggregate_share_jobs (task_id, request_hash);
+CREATE TABLE IF NOT EXISTS secrets_meta (name TEXT PRIMARY KEY, value BLOB NOT NULL);
 CREATE TABLE IF NOT EXISTS leader_batches (
     task_id BLOB NOT NULL, batch_id BLOB NOT NULL, assigned INTEGER NOT NULL, state TEXT NOT NULL,
     created_at REAL NOT NULL, PRIMARY KEY (task_id, batch_id));
@@ -167,10 +179,13 @@ def _row(cls: type[R], row: sqlite3.Row | tuple[Any, ...] | None) -> R | None:
 
 
 class SqliteTransaction:
-    """One transaction on a SQLite connection (see `dap.storage.Transaction`)."""
+    """One transaction on a SQLite connection (see `dap.storage.Transaction`). With a
+    `box`, the secrets of tasks and HPKE keys are sealed when written (dap.storage.secrets)
+    and opened when read."""
 
-    def __init__(self, conn: sqlite3.Connection) -> None:
+    def __init__(self, conn: sqlite3.Connection, box: SecretBox | None = None) -> None:
         self.c = conn
+        self.box = box
 
     def _one(self, cls: type[R], sql: str, args: tuple[Any, ...]) -> R | None:
         return _row(cls, self.c.execute(sql, args).fetchone())
@@ -181,13 +196,18 @@ class SqliteTransaction:
     # -- tasks and keys ------------------------------------------------------------------
 
     def put_task(self, task: TaskRecord) -> None:
-        self.c.execute("INSERT OR REPLACE INTO tasks VALUES (?,?,?,?,?,?,?,?,?)", astuple(task))
+        self.c.execute("INSERT OR REPLACE INTO tasks VALUES (?,?,?,?,?,?,?,?,?)",
+                       _seal_task(self.box, astuple(task)))
 
     def get_task(self, task_id: bytes) -> TaskRecord | None:
-        return self._one(TaskRecord, "SELECT * FROM tasks WHERE task_id=?", (bytes(task_id),))
+        row = self.c.execute("SELECT * FROM tasks WHERE task_id=?",
+                             (bytes(task_id),)).fetchone()
+        return None if row is None else _row(TaskRecord, _open_task(self.box, tuple(row)))
 
     def list_tasks(self) -> list[TaskRecord]:
-        return self._all(TaskRecord, "SELECT * FROM tasks ORDER BY task_id", ())
+        rows = self.c.execute("SELECT * FROM tasks ORDER BY task_id").fetchall()
+        return [r for r in (_row(TaskRecord, _open_task(self.box, tuple(row)))
+                            for row in rows) if r is not None]
 
     def delete_task(self, task_id: bytes) -> None:
         self.c.execute("DELETE FROM tasks WHERE task_id=?", (bytes(task_id),))
@@ -195,13 +215,24 @@ class SqliteTransaction:
     def put_hpke_key(self, key: HpkeKeyRecord) -> None:
         if not key.created_at:
             key.created_at = time.time()
+        values = list(astuple(key))
+        if self.box is not None:
+            values[2] = self.box.seal(bytes(key.private_key), _key_aad(key.config_id))
         try:
-            self.c.execute("INSERT INTO hpke_keys VALUES (?,?,?,?,?)", astuple(key))
+            self.c.execute("INSERT INTO hpke_keys VALUES (?,?,?,?,?)", values)
         except sqlite3.IntegrityError:
             raise StorageError(f"HPKE config id {key.config_id} is already in use") from None
 
     def list_hpke_keys(self) -> list[HpkeKeyRecord]:
-        return self._all(HpkeKeyRecord, "SELECT * FROM hpke_keys ORDER BY created_at DESC", ())
+        rows = self.c.execute("SELECT * FROM hpke_keys ORDER BY created_at DESC").fetchall()
+        out = []
+        for row in rows:
+            values = list(row)
+            values[2] = _open_value(self.box, values[2], _key_aad(values[0]))
+            rec = _row(HpkeKeyRecord, tuple(values))
+            assert rec is not None
+            out.append(rec)
+        return out
 
     def set_hpke_key_state(self, config_id: int, state: HpkeKeyState) -> None:
         cur = self.c.execute("UPDATE hpke_keys SET state=? WHERE config_id=?",
@@ -697,26 +728,165 @@ class SqliteTransaction:
         return deleted
 
 
+# -- secrets at rest (dap.storage.secrets) ----------------------------------------------
+
+# Columns of `tasks` holding secrets: VDAF verify key, tokens, and the options (which may
+# hold further verify keys). index -> whether the column is text.
+_TASK_SECRETS = {4: False, 6: True, 7: True, 8: True}
+_TASK_COLUMNS = ("task_id", "role", "profile", "config", "vdaf_verify_key",
+                 "collector_hpke_config", "aggregator_auth_token", "collector_auth_token",
+                 "options")
+_CHECK = b"ppm datastore key check"
+
+
+def _task_aad(index: int, task_id: bytes) -> bytes:
+    return b"tasks|" + _TASK_COLUMNS[index].encode() + b"|" + bytes(task_id)
+
+
+def _key_aad(config_id: int) -> bytes:
+    return b"hpke_keys|private_key|" + bytes([config_id & 0xFF])
+
+
+def _seal_task(box: SecretBox | None, values: tuple[Any, ...]) -> tuple[Any, ...]:
+    out = [bytes(v) if isinstance(v, bytes) else v for v in values]
+    if box is None:
+        return tuple(out)
+    for i, text in _TASK_SECRETS.items():
+        value: Any = out[i]
+        if value is None or is_sealed(value):
+            continue
+        plain = str(value).encode() if text else bytes(value)
+        out[i] = box.seal(plain, _task_aad(i, out[0]))
+    return tuple(out)
+
+
+def _open_value(box: SecretBox | None, value: Any, aad: bytes) -> Any:
+    if not is_sealed(value):
+        return value
+    if box is None:
+        raise DatastoreKeyError(f"this datastore's secrets are encrypted: set {KEY_ENV}")
+    return box.open(bytes(value), aad)
+
+
+def _open_task(box: SecretBox | None, values: tuple[Any, ...]) -> tuple[Any, ...]:
+    out = [bytes(v) if isinstance(v, memoryview) else v for v in values]
+    for i, text in _TASK_SECRETS.items():
+        if is_sealed(out[i]):
+            plain = _open_value(box, out[i], _task_aad(i, out[0]))
+            out[i] = plain.decode() if text else plain
+    return tuple(out)
+
+
+def _private_file(path: str) -> None:
+    """Create the datastore file 0600 (SQLite creates its -wal and -shm files with the
+    database file's permissions), and take group and other access away from an existing
+    datastore and its companions."""
+    if path == ":memory:" or path.startswith("file:") or not path:
+        return
+    p = Path(path)
+    if not p.exists():
+        os.close(os.open(p, os.O_CREAT | os.O_WRONLY, 0o600))
+    for f in (p, Path(path + "-wal"), Path(path + "-shm"), Path(path + "-journal")):
+        try:
+            if f.exists() and f.stat().st_mode & 0o077:
+                f.chmod(0o600)
+        except OSError:
+            pass
+
+
 def _bytes_tuple(record: Any) -> tuple[Any, ...]:
-    """Record fields as SQLite values (bytes subclasses such as TaskID become bytes)."""
-    return tuple(bytes(v) if isinstance(v, bytes) else v for v in astuple(record))
+    """Record fields as SQLite values (bytes subclasses such as TaskID become bytes). The
+    records' fields are flat values: no deep copy (`astuple`) is needed."""
+    values = (getattr(record, f.name) for f in fields(record))
+    return tuple(bytes(v) if isinstance(v, bytes) else v for v in values)
+
+
+class FairRLock:
+    """A re-entrant lock that hands itself to the longest waiting thread.
+
+    `threading.RLock` is not fair: a thread that releases it and asks again at once (a
+    worker storing a large upload chunk by chunk) usually gets it back before a woken
+    waiter (the event loop thread) is scheduled, and on a loaded machine the waiter
+    starves for seconds. Here a release with waiters makes the first of them the owner."""
+
+    def __init__(self) -> None:
+        self._mutex = threading.Lock()
+        self._owner: int | None = None
+        self._count = 0
+        self._waiters: deque[tuple[int, threading.Lock]] = deque()
+
+    def acquire(self) -> None:
+        me = threading.get_ident()
+        with self._mutex:
+            if self._owner == me:
+                self._count += 1
+                return
+            if self._owner is None:
+                self._owner, self._count = me, 1
+                return
+            gate = threading.Lock()
+            gate.acquire()
+            self._waiters.append((me, gate))
+        gate.acquire()  # released by the thread that handed us the lock
+
+    def release(self) -> None:
+        with self._mutex:
+            if self._owner != threading.get_ident():
+                raise RuntimeError("release of a lock not held by this thread")
+            self._count -= 1
+            if self._count:
+                return
+            if self._waiters:
+                self._owner, gate = self._waiters.popleft()
+                self._count = 1
+                gate.release()
+            else:
+                self._owner = None
+
+    def __enter__(self) -> FairRLock:
+        self.acquire()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
 
 
 class SqliteDatastore:
     """The embedded datastore. One connection, serialised by a lock; callers on an
     asyncio loop use it directly (transactions are short)."""
 
-    def __init__(self, path: str | Path, synchronous: str = "FULL") -> None:
+    def __init__(self, path: str | Path, synchronous: str = "FULL", *,
+                 key: bytes | None = None, key_from_env: bool = True) -> None:
+        """Open (or create, mode 0600) the datastore at `path`. Secrets are sealed with
+        `key`, or with the key in the environment's PPM_DATASTORE_KEY when `key_from_env`
+        (dap.storage.secrets); a plaintext datastore opened with a key is migrated (its
+        secrets sealed) at once."""
         if synchronous not in ("FULL", "NORMAL", "OFF"):
             raise ValueError("synchronous must be FULL, NORMAL or OFF")
         self.path = str(path)
-        self._lock = threading.RLock()
+        if key is None and key_from_env:
+            key = secrets_key_from_env()
+        self._box = SecretBox(key) if key is not None else None
+        self._lock = FairRLock()
+        _private_file(self.path)
         self._conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False,
                                      timeout=30.0)
-        self._conn.execute("PRAGMA journal_mode=WAL")
-        self._conn.execute(f"PRAGMA synchronous={synchronous}")
-        self._conn.execute("PRAGMA foreign_keys=ON")
-        self._migrate()
+        try:
+            self._conn.execute("PRAGMA journal_mode=WAL")
+            self._conn.execute(f"PRAGMA synchronous={synchronous}")
+            self._conn.execute("PRAGMA foreign_keys=ON")
+            if self._box is not None:
+                # Overwrite deleted and updated content (a migrated plaintext secret).
+                self._conn.execute("PRAGMA secure_delete=ON")
+            self._migrate()
+            _private_file(self.path)
+        except BaseException:
+            self._conn.close()
+            raise
+
+    @property
+    def encrypted(self) -> bool:
+        return self._box is not None
 
     def _migrate(self) -> None:
         with self._lock:
@@ -744,10 +914,47 @@ class SqliteDatastore:
                     for statement in _MIGRATIONS[target]:
                         self._conn.execute(statement)
                     self._conn.execute("UPDATE schema_version SET version=?", (target,))
+                migrated = self._check_key()
                 self._conn.execute("COMMIT")
             except BaseException:
                 self._conn.execute("ROLLBACK")
                 raise
+        if migrated:
+            # Old plaintext pages leave the WAL for the (overwritten) database pages.
+            self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+
+    def _check_key(self) -> bool:
+        """Check the key against the datastore's sealed check value; seal the secrets of
+        a plaintext datastore opened with a key. Returns whether it migrated."""
+        row = self._conn.execute("SELECT value FROM secrets_meta WHERE name='key_check'"
+                                 ).fetchone()
+        box = self._box
+        if row is not None:
+            if box is None:
+                raise DatastoreKeyError(f"the datastore {self.path} has encrypted secrets: "
+                                        f"set {KEY_ENV} to its key")
+            try:
+                right = box.open(bytes(row[0]), b"secrets_meta|key_check") == _CHECK
+            except DatastoreKeyError:
+                right = False
+            if not right:
+                raise DatastoreKeyError(f"{KEY_ENV} is not the key of the datastore "
+                                        f"{self.path} (its secrets do not open)")
+            return False
+        if box is None:
+            return False
+        tx = SqliteTransaction(self._conn, box)
+        for task in SqliteTransaction(self._conn, None).list_tasks():
+            tx.put_task(task)                                # INSERT OR REPLACE: sealed
+        for key_row in self._conn.execute("SELECT config_id, private_key FROM hpke_keys"
+                                          ).fetchall():
+            if not is_sealed(key_row[1]):
+                self._conn.execute("UPDATE hpke_keys SET private_key=? WHERE config_id=?",
+                                   (box.seal(bytes(key_row[1]), _key_aad(key_row[0])),
+                                    key_row[0]))
+        self._conn.execute("INSERT INTO secrets_meta VALUES ('key_check', ?)",
+                           (box.seal(_CHECK, b"secrets_meta|key_check"),))
+        return True
 
     @contextmanager
     def transaction(self) -> Iterator[SqliteTransaction]:
@@ -755,7 +962,7 @@ class SqliteDatastore:
         with self._lock:
             self._conn.execute("BEGIN IMMEDIATE")
             try:
-                yield SqliteTransaction(self._conn)
+                yield SqliteTransaction(self._conn, self._box)
             except BaseException:
                 self._conn.execute("ROLLBACK")
                 raise
