@@ -83,12 +83,14 @@ def test_demo_without_policy_is_exact() -> None:
 # ---------------------------------------------------------------------------------------
 
 
-def wait_ready(proc: subprocess.Popen[str], port: int, timeout: float = 20.0) -> None:
+def wait_ready(proc: subprocess.Popen[str], port: int, timeout: float = 20.0,
+               log: Path | None = None) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc.poll() is not None:
-            raise AssertionError(f"server exited with {proc.returncode}: "
-                                 f"{proc.stderr.read() if proc.stderr else ''}")
+            said = proc.stderr.read() if proc.stderr else \
+                (log.read_text() if log is not None else "")
+            raise AssertionError(f"server exited with {proc.returncode}: {said}")
         try:
             with urllib.request.urlopen(f"http://127.0.0.1:{port}/hpke_config",
                                         timeout=1) as resp:
@@ -114,15 +116,19 @@ def servers(tmp_path: Path) -> Iterator[dict[str, Any]]:
             "worker_interval": 0.02, "straggler_age": 0.0}))
         configs[role] = path
     procs: list[subprocess.Popen[str]] = []
+    logs: list[Any] = []
 
     def start() -> None:
         for role in ("helper", "leader"):
+            # The servers' log goes to a file: a pipe nobody reads would block a server
+            # once its buffer is full.
+            log = open(tmp_path / f"{role}.log", "w")  # noqa: SIM115 - closed at teardown
+            logs.append(log)
             procs.append(subprocess.Popen(
                 [sys.executable, "-m", "ppm", role, "--config", str(configs[role])],
-                cwd=PROJECT_ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                text=True))
+                cwd=PROJECT_ROOT, stdout=subprocess.DEVNULL, stderr=log, text=True))
         for proc, role in zip(procs, ("helper", "leader"), strict=True):
-            wait_ready(proc, ports[role])
+            wait_ready(proc, ports[role], log=tmp_path / f"{role}.log")
 
     try:
         yield {"ports": ports, "configs": configs, "start": start}
@@ -135,8 +141,8 @@ def servers(tmp_path: Path) -> Iterator[dict[str, Any]]:
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
-            if proc.stderr:
-                proc.stderr.close()
+        for log in logs:
+            log.close()
 
 
 @pytest.mark.parametrize("profile", ["dap-18", "dap-09"])

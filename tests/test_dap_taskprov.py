@@ -503,13 +503,16 @@ def processes(tmp_path: Path) -> Iterator[dict[str, Any]]:
             "sqlite_synchronous": "NORMAL", "worker_interval": 0.02, "straggler_age": 0.0}))
         configs[role] = path
     procs: list[subprocess.Popen[str]] = []
+    logs: list[Any] = []
 
     def start() -> None:
         for role in ("helper", "leader"):
+            # A log file, not a pipe nobody reads (a full pipe would block the server).
+            log = open(tmp_path / f"{role}.log", "w")  # noqa: SIM115 - closed at teardown
+            logs.append(log)
             procs.append(subprocess.Popen(
                 [sys.executable, "-m", "ppm", role, "--config", str(configs[role])],
-                cwd=PROJECT_ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                text=True))
+                cwd=PROJECT_ROOT, stdout=subprocess.DEVNULL, stderr=log, text=True))
         for proc, role in zip(procs, ("helper", "leader"), strict=True):
             _wait_ready(proc, ports[role])
 
@@ -524,8 +527,8 @@ def processes(tmp_path: Path) -> Iterator[dict[str, Any]]:
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
-            if proc.stderr:
-                proc.stderr.close()
+        for log in logs:
+            log.close()
 
 
 def _record(datastore: Path) -> tuple[bytes, str, bytes, bytes]:
