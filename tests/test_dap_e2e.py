@@ -143,6 +143,14 @@ def test_exact_aggregate(tmp_path: Path, name: str, mode: BatchMode, proto: Prot
             pt = pair.provision(make_vdaf(proto), batch_mode=mode, min_batch_size=5,
                                 max_batch_size=len(measurements), profile=proto.profile)
             await upload(pair, pt, measurements)
+            if mode == BatchMode.LEADER_SELECTED:
+                # The Leader may release any batch of min_batch_size reports or more; for
+                # the batch to hold every report, they must all be assigned to it before
+                # the collection job chooses it (DAP-09 uploads arrive one by one, and a
+                # job may start before the last one).
+                await wait_for(lambda: sql(pair.leader_state, "SELECT COUNT(*) FROM "
+                                           "client_reports WHERE state=?", "new") == [(0,)],
+                               what="every report in an aggregation job")
             collection = await collect(pair, pt, query_for(pair, pt))
             assert collection.report_count == len(measurements)
             assert collection.aggregate_result == exact_aggregate(name, measurements)
