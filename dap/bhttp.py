@@ -114,6 +114,36 @@ def _padding(r: _Reader) -> None:
         raise BhttpError("non-zero bytes after the message")
 
 
+def _header(headers: Fields, name: bytes) -> bytes | None:
+    """The first field named `name` (case-insensitive), or None."""
+    return next((v for n, v in headers if n.lower() == name.lower()), None)
+
+
+def _encode_sections(headers: Fields, content: bytes, trailers: Fields) -> bytes:
+    """Header fields, content and trailer fields in the known-length form, with trailing
+    empty sections truncated (RFC 9292 Section 3.8)."""
+    tail = [_encode_fields(headers), _vbytes(content), _encode_fields(trailers)]
+    while tail and tail[-1] == b"\x00":
+        tail.pop()
+    return b"".join(tail)
+
+
+def _decode_sections(r: _Reader, known: bool) -> tuple[Fields, bytes, Fields]:
+    """Header fields, content and trailer fields, each absent when the message was
+    truncated before it (RFC 9292 Section 3.8), then the padding."""
+    headers: Fields = ()
+    content = b""
+    trailers: Fields = ()
+    if not r.at_end():
+        headers = _decode_fields(r, known)
+    if not r.at_end():
+        content = _decode_content(r, known)
+    if not r.at_end():
+        trailers = _decode_fields(r, known)
+    _padding(r)
+    return headers, content, trailers
+
+
 @dataclass(frozen=True)
 class Request:
     """A binary HTTP request (Section 3.4): control data, header and trailer fields
@@ -128,17 +158,13 @@ class Request:
     trailers: Fields = ()
 
     def header(self, name: bytes) -> bytes | None:
-        return next((v for n, v in self.headers if n.lower() == name.lower()), None)
+        return _header(self.headers, name)
 
     def encode(self) -> bytes:
         """Known-length form (framing indicator 0), trailing empty sections truncated."""
         out = [encode_varint(0), _vbytes(self.method), _vbytes(self.scheme),
                _vbytes(self.authority), _vbytes(self.path)]
-        tail = [_encode_fields(self.headers), _vbytes(self.content),
-                _encode_fields(self.trailers)]
-        while tail and tail[-1] == b"\x00":
-            tail.pop()
-        return b"".join(out + tail)
+        return b"".join(out) + _encode_sections(self.headers, self.content, self.trailers)
 
     @classmethod
     def decode(cls, data: bytes) -> Request:
@@ -148,16 +174,7 @@ class Request:
             raise BhttpError(f"framing indicator {framing} is not a request")
         known = framing == 0
         method, scheme, authority, path = r.vbytes(), r.vbytes(), r.vbytes(), r.vbytes()
-        headers: Fields = ()
-        content = b""
-        trailers: Fields = ()
-        if not r.at_end():
-            headers = _decode_fields(r, known)
-        if not r.at_end():
-            content = _decode_content(r, known)
-        if not r.at_end():
-            trailers = _decode_fields(r, known)
-        _padding(r)
+        headers, content, trailers = _decode_sections(r, known)
         return cls(method, scheme, authority, path, headers, content, trailers)
 
 
@@ -173,7 +190,7 @@ class Response:
     informational: tuple[tuple[int, Fields], ...] = field(default=())
 
     def header(self, name: bytes) -> bytes | None:
-        return next((v for n, v in self.headers if n.lower() == name.lower()), None)
+        return _header(self.headers, name)
 
     def encode(self) -> bytes:
         """Known-length form (framing indicator 1), trailing empty sections truncated."""
@@ -185,11 +202,7 @@ class Response:
                 raise BhttpError(f"informational status {status} outside 100..199")
             out += [encode_varint(status), _encode_fields(fields_)]
         out.append(encode_varint(self.status))
-        tail = [_encode_fields(self.headers), _vbytes(self.content),
-                _encode_fields(self.trailers)]
-        while tail and tail[-1] == b"\x00":
-            tail.pop()
-        return b"".join(out + tail)
+        return b"".join(out) + _encode_sections(self.headers, self.content, self.trailers)
 
     @classmethod
     def decode(cls, data: bytes) -> Response:
@@ -207,16 +220,7 @@ class Response:
             if not 200 <= status <= 599:
                 raise BhttpError(f"status code {status} out of range")
             break
-        headers: Fields = ()
-        content = b""
-        trailers: Fields = ()
-        if not r.at_end():
-            headers = _decode_fields(r, known)
-        if not r.at_end():
-            content = _decode_content(r, known)
-        if not r.at_end():
-            trailers = _decode_fields(r, known)
-        _padding(r)
+        headers, content, trailers = _decode_sections(r, known)
         return cls(status, headers, content, trailers, tuple(informational))
 
 

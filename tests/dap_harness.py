@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import socket
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -203,3 +204,75 @@ class Proto:
 
 
 PROTOS = [Proto(name) for name in SHIPPED]
+
+
+# -- `ppm leader` and `ppm helper` as processes ----------------------------------------------
+
+
+def wait_ready(proc: Any, port: int, timeout: float = 20.0, log: Path | None = None) -> None:
+    """Wait until the server process answers GET /hpke_config (its log in the error when
+    it exits first)."""
+    import urllib.request
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            said = log.read_text() if log is not None and log.exists() else ""
+            raise AssertionError(f"server exited with {proc.returncode}: {said}")
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/hpke_config",
+                                        timeout=1) as resp:
+                if resp.status == 200:
+                    return
+        except OSError:
+            pass
+        time.sleep(0.1)
+    raise AssertionError(f"server on port {port} not ready after {timeout} s")
+
+
+@contextmanager
+def server_processes(tmp_path: Path, **config: Any) -> Iterator[dict[str, Any]]:
+    """A Leader and a Helper configuration file with free ports (plus `config`);
+    `start()` runs `ppm helper` and `ppm leader` as processes, terminated on exit. Their
+    logs go to `tmp_path/{role}.log` (a pipe nobody reads would block a server once its
+    buffer is full)."""
+    import json
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parent.parent
+    ports = {"leader": free_port(), "helper": free_port()}
+    configs = {}
+    for role, port in ports.items():
+        path = tmp_path / f"{role}.json"
+        path.write_text(json.dumps({
+            "role": role, "listen_port": port, "datastore": f"{role}.sqlite",
+            "sqlite_synchronous": "NORMAL", "worker_interval": 0.02, "straggler_age": 0.0,
+            **config}))
+        configs[role] = path
+    procs: list[subprocess.Popen[str]] = []
+    logs: list[Any] = []
+
+    def start() -> None:
+        for role in ("helper", "leader"):
+            log = open(tmp_path / f"{role}.log", "w")  # noqa: SIM115 - closed on exit
+            logs.append(log)
+            procs.append(subprocess.Popen(
+                [sys.executable, "-m", "ppm", role, "--config", str(configs[role])],
+                cwd=root, stdout=subprocess.DEVNULL, stderr=log, text=True))
+        for proc, role in zip(procs, ("helper", "leader"), strict=True):
+            wait_ready(proc, ports[role], log=tmp_path / f"{role}.log")
+
+    try:
+        yield {"ports": ports, "configs": configs, "start": start}
+    finally:
+        for proc in procs:
+            proc.terminate()
+        for proc in procs:
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        for log in logs:
+            log.close()

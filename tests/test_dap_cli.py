@@ -8,8 +8,6 @@ import os
 import stat
 import subprocess
 import sys
-import time
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -21,7 +19,7 @@ from dap.cli.errors import CliError
 from dap.cli.upload import parse_measurement
 from dap.provision import new_task
 from ppm.cli import main
-from tests.dap_harness import free_port
+from tests.dap_harness import server_processes
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 
@@ -83,66 +81,12 @@ def test_demo_without_policy_is_exact() -> None:
 # ---------------------------------------------------------------------------------------
 
 
-def wait_ready(proc: subprocess.Popen[str], port: int, timeout: float = 20.0,
-               log: Path | None = None) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            said = proc.stderr.read() if proc.stderr else \
-                (log.read_text() if log is not None else "")
-            raise AssertionError(f"server exited with {proc.returncode}: {said}")
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}/hpke_config",
-                                        timeout=1) as resp:
-                if resp.status == 200:
-                    return
-        except OSError:
-            pass
-        time.sleep(0.1)
-    raise AssertionError(f"server on port {port} not ready after {timeout} s")
-
-
 @pytest.fixture
 def servers(tmp_path: Path) -> Iterator[dict[str, Any]]:
     """Two configuration files with free ports; `start()` runs `ppm leader` and
     `ppm helper`, terminated at teardown."""
-    ports = {"leader": free_port(), "helper": free_port()}
-    configs = {}
-    for role, port in ports.items():
-        path = tmp_path / f"{role}.json"
-        path.write_text(json.dumps({
-            "role": role, "listen_port": port, "datastore": f"{role}.sqlite",
-            "sqlite_synchronous": "NORMAL", "admin_token": "test-admin-token",
-            "worker_interval": 0.02, "straggler_age": 0.0}))
-        configs[role] = path
-    procs: list[subprocess.Popen[str]] = []
-    logs: list[Any] = []
-
-    def start() -> None:
-        for role in ("helper", "leader"):
-            # The servers' log goes to a file: a pipe nobody reads would block a server
-            # once its buffer is full.
-            log = open(tmp_path / f"{role}.log", "w")  # noqa: SIM115 - closed at teardown
-            logs.append(log)
-            procs.append(subprocess.Popen(
-                [sys.executable, "-m", "ppm", role, "--config", str(configs[role])],
-                cwd=PROJECT_ROOT, stdout=subprocess.DEVNULL, stderr=log, text=True))
-        for proc, role in zip(procs, ("helper", "leader"), strict=True):
-            wait_ready(proc, ports[role], log=tmp_path / f"{role}.log")
-
-    try:
-        yield {"ports": ports, "configs": configs, "start": start}
-    finally:
-        for proc in procs:
-            proc.terminate()
-        for proc in procs:
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
-        for log in logs:
-            log.close()
+    with server_processes(tmp_path, admin_token="test-admin-token") as handle:
+        yield handle
 
 
 @pytest.mark.parametrize("profile", ["dap-18", "dap-09"])

@@ -227,11 +227,11 @@ def test_reports_of_a_vdaf_with_an_aggregation_parameter_keep_their_encoding() -
     retention then keeps the report (it deletes aggregated reports without encoding)."""
     from types import SimpleNamespace
 
-    from dap.core.leader import reaggregated
+    from dap.core.agg_params import uses_agg_param
     from vdaf.poplar1 import Poplar1
 
-    assert not reaggregated(SimpleNamespace(vdaf=PROTO.count()))  # type: ignore[arg-type]
-    assert reaggregated(SimpleNamespace(vdaf=Poplar1(4)))  # type: ignore[arg-type]
+    assert not uses_agg_param(SimpleNamespace(vdaf=PROTO.count()))  # type: ignore[arg-type]
+    assert uses_agg_param(SimpleNamespace(vdaf=Poplar1(4)))  # type: ignore[arg-type]
 
 
 def test_job_retention_keeps_aggregated_reports_with_their_encoding(tmp_path: Path) -> None:

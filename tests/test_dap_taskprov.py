@@ -35,7 +35,7 @@ from dap.provision import TaskprovPeering, b64, new_task, new_taskprov_task
 from dap.server.config import AggregatorConfig
 from dap.storage import TaskRecord
 from dap.taskprov import PeerConfigError, advertisement_headers, parse_peers
-from tests.dap_harness import AggregatorPair, free_port
+from tests.dap_harness import AggregatorPair, server_processes
 from tests.test_dap_e2e import collect, query_for, upload
 from vdaf import registry
 
@@ -471,64 +471,12 @@ def ppm_json(*args: str) -> dict[str, Any]:
     return out
 
 
-def _wait_ready(proc: subprocess.Popen[str], port: int, timeout: float = 20.0) -> None:
-    import urllib.request
-
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise AssertionError(f"server exited with {proc.returncode}: "
-                                 f"{proc.stderr.read() if proc.stderr else ''}")
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}/hpke_config",
-                                        timeout=1) as resp:
-                if resp.status == 200:
-                    return
-        except OSError:
-            pass
-        time.sleep(0.1)
-    raise AssertionError(f"server on port {port} not ready after {timeout} s")
-
-
 @pytest.fixture
 def processes(tmp_path: Path) -> Iterator[dict[str, Any]]:
     """Leader and Helper configuration files; `start()` runs `ppm leader` and `ppm
     helper` as processes, terminated at teardown."""
-    ports = {"leader": free_port(), "helper": free_port()}
-    configs = {}
-    for role, port in ports.items():
-        path = tmp_path / f"{role}.json"
-        path.write_text(json.dumps({
-            "role": role, "listen_port": port, "datastore": f"{role}.sqlite",
-            "sqlite_synchronous": "NORMAL", "worker_interval": 0.02, "straggler_age": 0.0}))
-        configs[role] = path
-    procs: list[subprocess.Popen[str]] = []
-    logs: list[Any] = []
-
-    def start() -> None:
-        for role in ("helper", "leader"):
-            # A log file, not a pipe nobody reads (a full pipe would block the server).
-            log = open(tmp_path / f"{role}.log", "w")  # noqa: SIM115 - closed at teardown
-            logs.append(log)
-            procs.append(subprocess.Popen(
-                [sys.executable, "-m", "ppm", role, "--config", str(configs[role])],
-                cwd=PROJECT_ROOT, stdout=subprocess.DEVNULL, stderr=log, text=True))
-        for proc, role in zip(procs, ("helper", "leader"), strict=True):
-            _wait_ready(proc, ports[role])
-
-    try:
-        yield {"ports": ports, "configs": configs, "start": start}
-    finally:
-        for proc in procs:
-            proc.terminate()
-        for proc in procs:
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
-        for log in logs:
-            log.close()
+    with server_processes(tmp_path) as handle:
+        yield handle
 
 
 def _record(datastore: Path) -> tuple[bytes, str, bytes, bytes]:

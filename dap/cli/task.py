@@ -160,24 +160,10 @@ def _cmd_task_create(args: argparse.Namespace) -> int:
     except TaskRefused as exc:
         raise usage_error(str(exc)) from None
 
-    files: dict[str, str] = {}
-    if args.out_dir is not None:
-        out = Path(args.out_dir)
-        out.mkdir(parents=True, exist_ok=True)
-        client_path, collector_path = out / "client-task.json", out / "collector-task.json"
-        write_json_file(client_path, pt.client_view(), private=False)
-        write_json_file(collector_path, pt.collector_view(), private=True)
-        files = {"client_task": str(client_path), "collector_task": str(collector_path)}
+    files = _write_task_files(args, pt)
     task_id = b64(bytes(pt.task.task_id))
     if args.json:
-        obj: dict[str, Any] = {
-            "ok": True, "task_id": task_id, "vdaf": registry.describe(vdaf),
-            "dp_policy": spec, "batch_mode": args.batch_mode,
-            "leader_url": leader_url, "helper_url": helper_url, "files": files}
-        if not files:
-            obj["client_task"] = pt.client_view()
-            obj["collector_task"] = pt.collector_view()
-        emit_json(obj)
+        emit_json(_task_json(args, pt, vdaf, spec, leader_url, helper_url, files))
         return 0
     print(f"task {task_id}")
     print(f"  VDAF        {registry.describe(vdaf)}")
@@ -186,14 +172,7 @@ def _cmd_task_create(args: argparse.Namespace) -> int:
           f"time_precision {args.time_precision} s")
     print(f"  leader      {leader_url}  (provisioned via {leader.where})")
     print(f"  helper      {helper_url}  (provisioned via {helper.where})")
-    if files:
-        print(f"client task (give to Clients):      {files['client_task']}")
-        print(f"collector credentials (secret, 0600): {files['collector_task']}")
-    else:
-        print("client task (give to Clients):")
-        print(json.dumps(pt.client_view(), indent=2, sort_keys=True))
-        print("collector credentials (secret; save as collector-task.json):")
-        print(json.dumps(pt.collector_view(), indent=2, sort_keys=True))
+    _print_task_files(pt, files)
     return 0
 
 
@@ -270,25 +249,11 @@ def _cmd_task_create_taskprov(args: argparse.Namespace) -> int:
             profile=profile)
     except ValueError as exc:
         raise usage_error(f"invalid task: {exc}") from None
-    files: dict[str, str] = {}
-    if args.out_dir is not None:
-        out = Path(args.out_dir)
-        out.mkdir(parents=True, exist_ok=True)
-        client_path, collector_path = out / "client-task.json", out / "collector-task.json"
-        write_json_file(client_path, pt.client_view(), private=False)
-        write_json_file(collector_path, pt.collector_view(), private=True)
-        files = {"client_task": str(client_path), "collector_task": str(collector_path)}
+    files = _write_task_files(args, pt)
     task_id = b64(bytes(pt.task.task_id))
     if args.json:
-        obj: dict[str, Any] = {
-            "ok": True, "task_id": task_id, "taskprov": True,
-            "vdaf": registry.describe(vdaf), "dp_policy": spec,
-            "batch_mode": args.batch_mode, "leader_url": leader_url,
-            "helper_url": helper_url, "files": files}
-        if not files:
-            obj["client_task"] = pt.client_view()
-            obj["collector_task"] = pt.collector_view()
-        emit_json(obj)
+        emit_json(_task_json(args, pt, vdaf, spec, leader_url, helper_url, files,
+                             taskprov=True))
         return 0
     print(f"task {task_id}  (taskprov: derived from its configuration; no Aggregator was "
           "contacted)")
@@ -300,14 +265,7 @@ def _cmd_task_create_taskprov(args: argparse.Namespace) -> int:
     print(f"  helper      {helper_url}")
     print("The Client and the Collector advertise the task (DAP-Taskprov); the Leader opts "
           "in on the first upload, the Helper on the Leader's first request.")
-    if files:
-        print(f"client task (give to Clients):      {files['client_task']}")
-        print(f"collector credentials (secret, 0600): {files['collector_task']}")
-    else:
-        print("client task (give to Clients):")
-        print(json.dumps(pt.client_view(), indent=2, sort_keys=True))
-        print("collector credentials (secret; save as collector-task.json):")
-        print(json.dumps(pt.collector_view(), indent=2, sort_keys=True))
+    _print_task_files(pt, files)
     return 0
 
 
@@ -482,3 +440,41 @@ def register(subparsers: Any) -> None:
 
 
 __all__ = ["CliError", "register", "target", "task_interval_of"]
+
+
+def _write_task_files(args: argparse.Namespace, pt: Any) -> dict[str, str]:
+    """With `--out-dir`: the Client's task file and the Collector's (0600); their paths."""
+    if args.out_dir is None:
+        return {}
+    out = Path(args.out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    client_path, collector_path = out / "client-task.json", out / "collector-task.json"
+    write_json_file(client_path, pt.client_view(), private=False)
+    write_json_file(collector_path, pt.collector_view(), private=True)
+    return {"client_task": str(client_path), "collector_task": str(collector_path)}
+
+
+def _task_json(args: argparse.Namespace, pt: Any, vdaf: Any, spec: Any, leader_url: str,
+               helper_url: str, files: dict[str, str], **extra: Any) -> dict[str, Any]:
+    """The `--json` answer of a created task (the task files inline without --out-dir)."""
+    from dap.provision import b64
+
+    obj: dict[str, Any] = {
+        "ok": True, "task_id": b64(bytes(pt.task.task_id)), **extra,
+        "vdaf": registry.describe(vdaf), "dp_policy": spec, "batch_mode": args.batch_mode,
+        "leader_url": leader_url, "helper_url": helper_url, "files": files}
+    if not files:
+        obj["client_task"] = pt.client_view()
+        obj["collector_task"] = pt.collector_view()
+    return obj
+
+
+def _print_task_files(pt: Any, files: dict[str, str]) -> None:
+    if files:
+        print(f"client task (give to Clients):      {files['client_task']}")
+        print(f"collector credentials (secret, 0600): {files['collector_task']}")
+    else:
+        print("client task (give to Clients):")
+        print(json.dumps(pt.client_view(), indent=2, sort_keys=True))
+        print("collector credentials (secret; save as collector-task.json):")
+        print(json.dumps(pt.collector_view(), indent=2, sort_keys=True))

@@ -460,15 +460,6 @@ def _pending_for_collection(tx: Transaction, task: AggregatorTask, job: Collecti
     return in_job + len(_eligible_reports(tx, task, job, interval, agg_param))
 
 
-def reaggregated(task: AggregatorTask) -> bool:
-    """Whether the Leader aggregates a report again after it was aggregated, from its
-    stored encoding: for a VDAF with an aggregation parameter (Poplar1: once per
-    parameter, `dap.core.agg_params`). Prio3's aggregation parameter is empty (VDAF
-    Section 7): its reports are aggregated once, and a final report's encoding is dropped
-    (storage, see `dap.core.retention`); a failed report's always is."""
-    return agg_params.uses_agg_param(task)
-
-
 # -- stepping a job with the Helper (Sections 4.5.2.1, 4.5.4.1) ------------------------------
 
 # A job's reports that still expect an answer from the Helper.
@@ -575,7 +566,9 @@ def process_aggregation_job_response(tx: Transaction, task: AggregatorTask,
         tx.update_report_aggregation(rec)
     done = [r.report_id for r in records if r.state == ReportAggregationState.FINISHED]
     tx.set_report_states(tid, done, ReportState.AGGREGATED, job.job_id)
-    if not reaggregated(task):
+    if not agg_params.uses_agg_param(task):
+        # Prio3 (its one, empty aggregation parameter, VDAF Section 7) aggregates a report
+        # once: its encoding is no longer needed (a Poplar1 report's is, per level).
         tx.drop_report_encodings(tid, done)
     unknown_key = int(ReportError.UNKNOWN_VERIFICATION_KEY_ID)
     retry = [r.report_id for r in records

@@ -24,7 +24,7 @@ Three rules, each set in the server configuration (`dap.server.config`):
 * **Job retention** (`job_retention`, default 7 days). Aggregation jobs that are over
   (with their report aggregations), collection jobs and aggregate-share jobs that are
   finished, failed or deleted, the Leader's uploaded reports in a final state (failed,
-  or aggregated once and for all: their encoding was dropped, `leader.reaggregated`;
+  or aggregated once and for all: their encoding was dropped, `agg_params.uses_agg_param`;
   replay protection stays with `aggregated_reports`) and the released batch results
   are deleted that long after they were created. A Collector
   polling a deleted collection job gets 404; a repeated query for a batch whose result
