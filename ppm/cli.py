@@ -21,11 +21,28 @@ import sys
 _AREAS = ("vdaf.cli", "dp_policy.cli", "dap.cli", "interop.cli", "analytics.cli")
 
 
+def version_line() -> str:
+    """``ppm-reference 0.1.0 (DAP profiles dap-09, dap-18, dap-19; VDAF 08, 18)``."""
+    from importlib import metadata
+
+    try:
+        version = metadata.version("ppm-reference")
+    except metadata.PackageNotFoundError:      # run from a checkout without installing
+        version = "unknown (not installed)"
+    from dap.profiles import PROFILES
+    from vdaf.vectors import VERSIONS
+
+    profiles = ", ".join(sorted(PROFILES))
+    vdafs = ", ".join(f"{v:02d}" for v in sorted(VERSIONS))
+    return f"ppm-reference {version} (DAP profiles {profiles}; VDAF {vdafs})"
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="ppm",
         description="Reference implementation of the IETF Privacy Preserving Measurement stack.",
     )
+    parser.add_argument("--version", action="version", version=version_line())
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in _AREAS:
         try:

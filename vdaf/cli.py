@@ -62,7 +62,9 @@ def register(subparsers: Any) -> None:
         description="Replay every operation of each vector file. Exit status 1 if any fails.",
     )
     check.add_argument(
-        "files", nargs="+", metavar="FILE", help="vector JSON files (a directory: its *.json)"
+        "files", nargs="*", metavar="FILE",
+        help="vector JSON files (a directory: its *.json); default: the vectors shipped "
+             "with this package for --vdaf-version",
     )
     check.add_argument("--json", action="store_true", help="print a JSON report")
     check.add_argument(
@@ -140,7 +142,16 @@ def cmd_check(args: argparse.Namespace) -> int:
     except VectorError as exc:
         return _error(str(exc), args.json)
     paths: list[Path] = []
-    for name in args.files:
+    names = list(args.files)
+    if not names:
+        from vdaf.packaged import vdaf_vectors_dir
+
+        shipped = vdaf_vectors_dir(args.vdaf_version)
+        if shipped is None:
+            return _error(f"no test vectors shipped for VDAF version {args.vdaf_version}; "
+                          "give vector files or a directory", args.json)
+        names = [str(shipped)]
+    for name in names:
         path = Path(name)
         # A directory stands for the vector files in it.
         paths += sorted(path.glob("*.json")) if path.is_dir() else [path]

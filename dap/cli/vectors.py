@@ -35,7 +35,9 @@ def register(subparsers: Any) -> None:
     gen.set_defaults(func=_generate)
 
     chk = vectors_sub.add_parser("check", help="check DAP test vectors (any profile)")
-    chk.add_argument("directory", type=Path, help="directory of vector files")
+    chk.add_argument("directory", type=Path, nargs="?",
+                     help="directory of vector files (default: the vectors shipped with this "
+                          "package, every profile)")
     chk.add_argument("--json", action="store_true", help="machine-readable output")
     chk.set_defaults(func=_check)
 
@@ -68,8 +70,26 @@ def _generate(args: argparse.Namespace) -> int:
 
 
 def _check(args: argparse.Namespace) -> int:
-    from dap.vectors import check
+    from dap.vectors import CheckReport, check
 
+    if args.directory is None:
+        from vdaf.packaged import dap_vectors_dirs
+
+        dirs = dap_vectors_dirs()
+        if not dirs:
+            message = "no DAP test vectors shipped with this package; give a directory"
+            if args.json:
+                print(json.dumps({"ok": False, "files": 0, "checks": 0, "errors": [message]}))
+            else:
+                print(message, file=sys.stderr)
+            return 1
+        report = CheckReport()
+        for folder in dirs:
+            part = check(folder)
+            report.files += part.files
+            report.checks += part.checks
+            report.errors += [f"{folder.name}/{e}" for e in part.errors]
+        return _print_report(report, args.json)
     if not args.directory.is_dir():
         message = f"not a directory: {args.directory}"
         if args.json:
@@ -77,8 +97,11 @@ def _check(args: argparse.Namespace) -> int:
         else:
             print(message, file=sys.stderr)
         return 1
-    report = check(args.directory)
-    if args.json:
+    return _print_report(check(args.directory), args.json)
+
+
+def _print_report(report: Any, as_json: bool) -> int:
+    if as_json:
         print(
             json.dumps(
                 {"ok": report.ok, "files": report.files, "checks": report.checks,
