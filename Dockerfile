@@ -27,7 +27,7 @@ ENV ROLE=${ROLE} \
     PYTHONUNBUFFERED=1
 
 WORKDIR /app
-COPY pyproject.toml README.md ./
+COPY pyproject.toml setup.py MANIFEST.in README.md LICENSE ./
 COPY vdaf ./vdaf
 COPY dap ./dap
 COPY dp_policy ./dp_policy
