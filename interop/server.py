@@ -5,9 +5,11 @@ All requests are POSTs of JSON objects under ``/internal/test/``; every answer i
 object with ``status`` (``"success"``, ``"error"``, or for collection_poll ``"complete"``
 / ``"in progress"``) and, on error, ``error`` with the reason. A command that was
 understood is answered 200 whatever the DAP outcome (draft Section 4); a body that is not
-a JSON object gets 400; an unknown ``/internal/test/`` path gets 404. The Leader and
-Helper also serve their DAP resources on the same port under :data:`DAP_PREFIX` (the
-endpoint that endpoint_for_task returns), backed by one SQLite datastore.
+a JSON object gets 400; an unknown ``/internal/test/`` path gets 404; every answer is
+``Content-Type: application/json`` exactly. The Leader and Helper also serve their DAP
+resources on the same port, at the root (:data:`DAP_ENDPOINT`, what endpoint_for_task
+returns, as Janus's driver requires) and under :data:`DAP_PREFIX`: one DAP app, backed by
+one SQLite datastore (see interop/__init__.py for the Janus dialect).
 
 Protocol versions are a table (:data:`VERSIONS`: one :class:`Version` for each shipped
 profile with ``interop`` field readers, ``"dap-18"`` and ``"dap-09"`` today): a request's
@@ -224,15 +226,16 @@ class Version:
         tf = self.task_fields(body, "collector")
         token = f.auth_token(body, "collector_authentication_token")
         task_id = bytes(tf.task.task_id)
+        header = peer_auth_header(self.profile, body)
         existing = node.collector_tasks.get(task_id)
         if existing is not None and existing.version == self.name \
                 and existing.task.config_bytes() == tf.task.config_bytes() \
-                and existing.auth_token == token:
+                and existing.auth_token == token and existing.collector.auth_header == header:
             keypair = existing.keypair
         else:
             keypair = generate_keypair(secrets.randbelow(256))
             collector = Collector(tf.task, keypair, token, session=node.session,
-                                  auth_header=peer_auth_header(self.profile, body))
+                                  auth_header=header)
             node.collector_tasks[task_id] = CollectorTask(self.name, tf.task, keypair, token,
                                                           collector)
         log.info("collector: added %s task %s (%s)", self.name, f.b64encode(task_id),
@@ -531,9 +534,22 @@ async def dap_at_root(request: web.Request) -> web.StreamResponse:
     Aggregator. (aiohttp mounts a sub-application only under a non-empty prefix, and a
     second copy of the DAP app would be a second Aggregator.)"""
     target = request.rel_url.with_path(DAP_PREFIX + request.rel_url.path)
+    inner = request.clone(rel_url=target)
+    inner[REDISPATCHED] = request.path
     # Application._handle resolves and runs a request through the app's router and
     # middlewares: what aiohttp itself calls for every request.
-    return await request.app._handle(request.clone(rel_url=target))
+    response = await request.app._handle(inner)
+    # The DAP app names new resources (Location) after the path it saw: give the peer
+    # the root path it used.
+    location = response.headers.get("Location")
+    if location and location.startswith(DAP_PREFIX + "/") and not response.prepared:
+        response.headers["Location"] = location[len(DAP_PREFIX):]
+    return response
+
+
+#: In a request re-dispatched by :func:`dap_at_root`, the root path it was sent to (the
+#: outer app's middlewares see such a request twice).
+REDISPATCHED: web.RequestKey[str] = web.RequestKey("ppm_interop_dap_at_root", str)
 
 
 LIMITS_KEY: web.AppKey[HttpLimits] = web.AppKey("interop_limits", HttpLimits)
