@@ -205,8 +205,12 @@ def add_task_body(dialect: str, role: str, *, dap_version: str, task_id: str, le
     ``leader_token``, ``vdaf_verify_key`` and ``collector_hpke_config`` (the Collector's
     add_task answer), the Leader also ``collector_token``. ``max_batch_size``: the
     Leader's and Helper's, leader-selected only. draft07 sends ``task_end`` (as
-    ``task_expiration`` and, for DAP-18, ``task_end``) and no start; janus sends
-    ``task_start`` and ``task_end`` together (DAP-18; Janus 0.7's driver sends neither)."""
+    ``task_expiration`` and, for DAP-18, ``task_end``) and, for DAP-18 and later,
+    ``task_start`` when given; janus sends ``task_start`` and ``task_end`` together
+    (DAP-18; Janus 0.7's driver sends neither).
+
+    Another helper provisions tasks through this function: it is the one place that knows
+    each dialect's add_task body."""
     _check_dialect(dialect)
     if role not in ("collector", "leader", "helper"):
         raise ValueError(f"add_task role must be collector, leader or helper, not {role!r}")
@@ -224,9 +228,7 @@ def add_task_body(dialect: str, role: str, *, dap_version: str, task_id: str, le
             task_end=task_end if task_end is not None else _DEFAULT_TASK_END,
             collector_token=collector_token or "")
         body = dict(bodies.collector if role == "collector" else bodies.aggregator)
-        if task_end is None:
-            for name in ("task_end", "task_expiration"):
-                body.pop(name, None)
+        _draft07_interval(body, dap_version, task_start, task_end)
     elif _draft07_version(dap_version):
         # Janus 0.7's driver (DAP-09): the Collector gets no helper and no time precision.
         body = {"task_id": task_id, "leader": leader, "vdaf": janus_vdaf(dap_version, vdaf)}
@@ -271,9 +273,7 @@ def upload_body(dialect: str, *, dap_version: str, task_id: str, leader: str, he
             time_precision=time_precision,
             task_end=task_end if task_end is not None else _DEFAULT_TASK_END,
             collector_token="").upload)
-        if task_end is None:
-            for name in ("task_end", "task_expiration"):
-                body.pop(name, None)
+        _draft07_interval(body, dap_version, task_start, task_end)
     elif _draft07_version(dap_version):
         body = {"task_id": task_id, "leader": leader, "helper": helper,
                 "vdaf": janus_vdaf(dap_version, vdaf), "time_precision": time_precision}
@@ -307,6 +307,18 @@ def collection_start_body(dialect: str, *, dap_version: str, task_id: str, batch
     versioned: Json = ({"dap_version": dap_version}
                        if dialect == "draft07" and not _draft07_version(dap_version) else {})
     return {**versioned, "task_id": task_id, "agg_param": agg_param, "query": query}
+
+
+def _draft07_interval(body: Json, dap_version: str, task_start: int | None,
+                      task_end: int | None) -> None:
+    """A draft07 body's task interval: the profile's bodies carry ``task_end`` (built with
+    :data:`_DEFAULT_TASK_END` when there is none: removed again); ``task_start``, which
+    DAP-09 has no counterpart of, is added for dap-18 and later."""
+    if task_end is None:
+        for name in ("task_end", "task_expiration"):
+            body.pop(name, None)
+    if task_start is not None and not _draft07_version(dap_version):
+        body["task_start"] = task_start
 
 
 def _janus_interval(task_start: int | None, task_end: int | None) -> Json:

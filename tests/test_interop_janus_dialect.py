@@ -510,3 +510,41 @@ def test_body_builders_refuse_incomplete_requests() -> None:
     assert body["dap_version"] == "dap-19"
     assert "dap_version" not in r.add_task_body("janus", "collector", collector_token="c",
                                                 **task)
+
+
+@pytest.mark.parametrize("dialect", r.DIALECTS)
+@pytest.mark.parametrize("version", ["dap-18", "dap-19"])
+@pytest.mark.parametrize("vdaf", [
+    {"type": "Prio3SumVec", "length": "3", "bits": "4", "chunk_length": "2"},
+    {"type": "Prio3Sum", "max_measurement": "255"},
+])
+def test_every_role_derives_one_task_configuration(dialect: str, version: str,
+                                                   vdaf: dict[str, Any]) -> None:
+    """The bodies of either dialect give the Client, Collector, Leader and Helper the
+    same DAP-18 TaskConfiguration (bound into every AAD), with the task interval the
+    bodies say (rounded down) and Janus's task_info."""
+    profile = get_profile(version)
+    task: dict[str, Any] = {
+        "dap_version": version, "task_id": b64(bytes(range(32))),
+        "leader": "http://127.0.0.1:1/", "helper": "http://127.0.0.1:2/", "vdaf": vdaf,
+        "batch_mode": 2, "min_batch_size": 7, "time_precision": 3600,
+        "task_start": 3600 * 10 + 5, "task_end": 3600 * 40 + 5}
+    bodies = {
+        "collector": r.add_task_body(dialect, "collector", collector_token="c", **task),
+        "upload": r.upload_body(dialect, measurement="1", **task),
+        **{role: r.add_task_body(dialect, role, collector_token="c", leader_token="l",
+                                 vdaf_verify_key=b64(bytes(32)),
+                                 collector_hpke_config="AA", max_batch_size=9, **task)
+           for role in ("leader", "helper")}}
+    configs = set()
+    for role, body in bodies.items():
+        assert server.version_of(body).name == version, role
+        reader = profile.interop
+        tf = reader.task_fields(profile, body, "client" if role == "upload" else role)
+        configs.add(tf.task.config_bytes())
+        assert tf.task.task_info == b"task-info"
+        interval = tf.task.task_interval
+        assert interval is not None
+        assert (int(interval.start), int(interval.duration)) == (10, 30)
+    assert len(configs) == 1
+    assert bodies["leader"]["max_batch_size"] == 9
