@@ -453,7 +453,8 @@ def token_middleware(token: str) -> Any:
     authentication: a stock runner sends none, and relies on the containers sitting on
     a private network. Outside one, a token keeps anyone who reaches the port from adding
     tasks with their own credentials; `ppm interop run --token` sends it. The DAP
-    resources under /dap/ are authenticated by DAP itself and are not affected."""
+    resources (at the root and under /dap/) are authenticated by DAP itself and are not
+    affected."""
     expected = f"Bearer {token}".encode()
 
     @web.middleware
