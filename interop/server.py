@@ -355,7 +355,7 @@ def command(func: Command) -> Callable[[web.Request], Awaitable[web.StreamRespon
             raw = await read_limited(request, MAX_COMMAND_BYTES, BODY_TIMEOUT)
         except HttpProblem as exc:
             resp = json_response(error(exc.detail), status=exc.status,
-                                     headers=exc.headers)
+                                 headers=exc.headers)
             resp.force_close()
             return resp
         try:
@@ -463,8 +463,8 @@ def token_middleware(token: str) -> Any:
             got = request.headers.get("Authorization", "").encode()
             if not hmac.compare_digest(got, expected):
                 return json_response(error("the test API requires its token "
-                                               "(Authorization: Bearer ...)"),
-                                         status=401 if not got else 403)
+                                           "(Authorization: Bearer ...)"),
+                                     status=401 if not got else 403)
         response: web.StreamResponse = await handler(request)
         return response
 
