@@ -45,7 +45,14 @@ class Collection:
 
 class Collector:
     def __init__(self, task: DapTask, keypair: HpkeKeypair, auth_token: str,
-                 session: aiohttp.ClientSession | None = None) -> None:
+                 session: aiohttp.ClientSession | None = None,
+                 auth_header: str | None = None) -> None:
+        """``auth_header``: the header that carries the token when it is not the
+        profile's own (``"DAP-Auth-Token"`` for a Leader that accepts only that one, as
+        Janus's interop aggregator does for DAP-18 tasks; or ``"Authorization"``)."""
+        if auth_header not in (None, "Authorization", "DAP-Auth-Token"):
+            raise ValueError(f"unknown auth_header {auth_header!r}")
+        self.auth_header = auth_header
         self.task = task
         self.flow = task.profile.flow
         self.keypair = keypair
@@ -77,7 +84,12 @@ class Collector:
         await self.close()
 
     def _headers(self, content_type: str | None = None) -> dict[str, str]:
-        name, value = self.task.profile.auth_header_for(self.auth_token)
+        if self.auth_header == "DAP-Auth-Token":
+            name, value = self.auth_header, self.auth_token
+        elif self.auth_header == "Authorization":
+            name, value = self.auth_header, f"Bearer {self.auth_token}"
+        else:
+            name, value = self.task.profile.auth_header_for(self.auth_token)
         # A taskprov task is advertised in every request (draft-ietf-ppm-dap-taskprov
         # Section 3.9, "Collector Behavior").
         h = {name: value, **advertisement_headers(self.task)}

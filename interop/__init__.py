@@ -5,7 +5,8 @@ DAP-09 tasks, served side by side by the same processes.
                       [--data-dir DIR] [--log-dir DIR] [--token T | --token-file FILE]
                       [--allow-unauthenticated]
     ppm interop run --client URL --leader URL --helper URL --collector URL
-                    [--dap-version dap-19|dap-18|dap-09|all ...] [--json] [--token T]
+                    [--dap-version dap-19|dap-18|dap-09|all ...] [--dialect draft07|janus]
+                    [--json] [--token T]
 
 Authentication (ours; the draft defines none and its runner sends none): with a token
 (``--token``, ``--token-file`` or ``PPM_INTEROP_TOKEN``) every ``/internal/test/``
@@ -21,6 +22,45 @@ mode on upload -- dap-09, the protocol draft-07 was written for. A stock draft-0
 therefore drives dap-09 tasks unchanged. collection_start and collection_poll follow the
 version their task was added with (a ``dap_version`` there must agree). This choice is the
 only place the package names a draft.
+
+Two dialects (:data:`interop.fields.DIALECTS`). Every role accepts and answers both
+without being told; ``ppm interop run --dialect`` chooses the bodies it sends
+(:func:`interop.runner.add_task_body`, :func:`~interop.runner.upload_body`,
+:func:`~interop.runner.collection_start_body` build them, one function per command):
+
+* ``draft07``: draft-07's bodies; for dap-18 and later with ``dap_version`` and every
+  DAP-18 field next to the draft's spellings (below).
+* ``janus``: what Janus's interop driver (divviup/janus ``interop_binaries/tests/
+  end_to_end.rs``) and binaries send and expect, measured from their source (issue 13):
+  for DAP-18 (Janus main) no ``dap_version`` (only a dap-19 body says it: nothing else
+  tells it from dap-18), ``batch_mode`` (number), ``min_batch_size``,
+  ``time_precision``, ``task_start`` with ``task_end`` (seconds), VDAF parameters as
+  decimal strings with ``max_measurement`` for Prio3Sum and Prio3SumVec, to every role;
+  for DAP-09 (Janus 0.7) the 0.7 driver's draft-07 bodies (``query_type``, ``bits``,
+  ``max_batch_query_count``, the Collector without ``helper``). Requests have
+  ``Content-Type: application/json`` exactly, ready has no body, and every answer's type
+  must be exactly ``application/json``.
+
+Where Janus and the drafts disagree we follow what makes interop work, for both dialects:
+
+* Answers are ``Content-Type: application/json`` without the ``charset`` parameter
+  aiohttp adds: Janus's driver compares the header with that string; JSON is UTF-8 by
+  definition (RFC 8259 Section 8.1), so the parameter says nothing.
+* endpoint_for_task answers ``"/"`` and the Leader and the Helper serve their DAP
+  resources at the root of their port (and still under ``/dap/``, the same Aggregator):
+  Janus's driver asserts ``"/"`` and its binaries use the root URL. The draft lets an
+  implementation choose its path.
+* A request without ``task_info`` binds ``task-info`` (the bytes Janus's binaries bind;
+  the draft defines no task_info), so that a report sharded by one decrypts at the other:
+  DAP-18 binds the TaskConfiguration into every AAD.
+* ``task_start`` and ``task_end`` are rounded *down* to the time precision, as Janus's
+  binaries do (DAP-18 counts times in time_precision units; the draft is silent).
+* DAP tokens of a DAP-18-or-later task added by a Janus-dialect request (no
+  ``dap_version``) travel as ``DAP-Auth-Token`` -- the Leader's to the Helper, the
+  Collector's to the Leader -- because Janus's interop aggregator authenticates DAP-18
+  peers with that header only (the interop design names it too); DAP-18 Section 3.5's
+  ``Authorization: Bearer`` stays for draft07-dialect tasks. Our Aggregators accept
+  both headers from any peer.
 
 What a request's fields mean is the draft's business: each DAP profile that the API
 serves carries ``profile.interop`` (a :class:`dap.profiles.interop_base.InteropFields`,
@@ -39,9 +79,10 @@ Endpoints (POST, JSON objects, under ``/internal/test/``; other paths there: 404
 =================  ==================  ==========================================
 role               command             answer (besides ``status``/``error``)
 =================  ==================  ==========================================
-all                ready               ``{"status": "success"}``
-leader, helper     endpoint_for_task   ``endpoint``: ``"/dap/"`` (DAP resources are
-                                       served on the same port under ``/dap/``)
+all                ready               ``{"status": "success"}`` (any body or none)
+leader, helper     endpoint_for_task   ``endpoint``: ``"/"`` (DAP resources are served
+                                       on the same port at the root, and under
+                                       ``/dap/``)
 leader, helper     add_task            (``notes`` when a field was ignored)
 collector          add_task            ``collector_hpke_config`` (base64url)
 client             upload              --
@@ -70,11 +111,11 @@ share, so every role must receive the same values and derives the same bytes:
   (1 time-interval, 2 leader-selected; also ``"time_interval"`` / ``"leader_selected"``)
   or the draft's ``query_type`` (same numbers; both must agree if both are given) --
   all required for every role, Client and Collector included.
-* ``task_info`` (base64url, optional): default ``"interop:" + base64url(task_id)``.
+* ``task_info`` (base64url, optional): default ``task-info`` (Janus's).
 * ``task_start`` / ``task_end`` (seconds, optional; the draft's ``task_expiration`` is
-  ``task_end``): the ``task_interval`` extension, start rounded down and end rounded up to
-  ``time_precision``, a missing start is 0, a missing end the last Time; no extension if
-  all are absent.
+  ``task_end``): the ``task_interval`` extension, both rounded down to
+  ``time_precision`` (as Janus), a missing start is 0, a missing end the last Time; no
+  extension if all are absent.
 * ``dp_policy`` (optional object, as in ``dap/dp.py``, e.g.
   ``{"policy": "HistogramWithAggregatorLaplace", "epsilon": 1.0}``): the private-use
   DP_POLICY task extension; Aggregators add noise, the Client applies client
@@ -89,7 +130,8 @@ share, so every role must receive the same values and derives the same bytes:
 Aggregator add_task also takes ``role``, ``vdaf_verify_key`` (base64url, 32 bytes),
 ``collector_hpke_config`` (base64url ``HpkeConfig``), ``leader_authentication_token`` and
 (Leader) ``collector_authentication_token``; the tokens travel as
-``Authorization: Bearer`` (DAP-18 Section 3.5), not the draft's ``DAP-Auth-Token``.
+``Authorization: Bearer`` (DAP-18 Section 3.5) for a request with ``dap_version``, and as
+the draft's ``DAP-Auth-Token`` for one without (Janus's dialect, above).
 Collector add_task takes ``collector_authentication_token``. Upload takes ``measurement``
 and optionally ``time`` (seconds). collection_start takes ``task_id``, ``agg_param``
 (base64url, empty for Prio3) and ``query``: ``{"type": 1, "batch_interval_start": s,

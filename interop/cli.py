@@ -5,7 +5,8 @@
                       [--token T | --token-file FILE] [--allow-unauthenticated]
     ppm interop run --client URL --leader URL --helper URL --collector URL
                     [--vdaf NAME ...] [--batch-mode time_interval|leader_selected]
-                    [--dap-version dap-19|dap-18|dap-09|all ...] [--concurrency 4] [--json]
+                    [--dap-version dap-19|dap-18|dap-09|all ...] [--dialect draft07|janus]
+                    [--concurrency 4] [--json]
                     [--token T | --token-file FILE]
 
 The test API takes a token (`--token`, `--token-file`, or $PPM_INTEROP_TOKEN) that
@@ -64,6 +65,10 @@ def register(subparsers: Any) -> None:
     run.add_argument("--dap-version", action="append", default=None,
                      choices=[*r.VERSIONS, "all"],
                      help="only cases of this protocol version (repeatable; default all)")
+    run.add_argument("--dialect", choices=r.DIALECTS, default="draft07",
+                     help="the request bodies: draft07 (draft-dcook-ppm-dap-interop-test-"
+                          "design-07, with dap_version for dap-18 and later) or janus "
+                          "(what Janus's interop driver sends)")
     run.add_argument("--concurrency", type=int, default=4, help="cases run at once")
     run.add_argument("--time-precision", type=int, default=3600)
     run.add_argument("--timeout", type=float, default=60.0,
@@ -132,7 +137,8 @@ def _run(args: argparse.Namespace) -> int:
     try:
         outcomes = asyncio.run(r.run_all(
             endpoints, cases, args.concurrency, token=_token(args),
-            time_precision=args.time_precision, collect_timeout=args.timeout))
+            time_precision=args.time_precision, collect_timeout=args.timeout,
+            dialect=args.dialect))
     except (r.RunnerError, server.ServeError) as exc:
         if args.json:
             print(json.dumps({"ok": False, "error": str(exc), "cases": []}))

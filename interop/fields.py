@@ -75,6 +75,26 @@ def request_version(body: Mapping[str, Any]) -> str:
     return _WITH_BATCH_MODE if body.get("batch_mode") is not None else _WITHOUT_BATCH_MODE
 
 
+#: The two dialects of the test API: ``"draft07"`` (draft-dcook-ppm-dap-interop-test-design-07,
+#: with our ``dap_version`` for DAP-18 and later tasks) and ``"janus"`` (what Janus's interop
+#: driver and binaries send: no ``dap_version``, ``batch_mode``, DAP-Auth-Token).
+DIALECTS: tuple[str, ...] = ("draft07", "janus")
+
+
+def request_dialect(body: Mapping[str, Any]) -> str:
+    """The dialect of a request, for what the dialects do differently besides the
+    fields, which every role reads in both (today only the header of the DAP tokens of a
+    DAP-18-or-later task).
+
+    A request with ``dap_version`` comes from a runner that knows our extension of the
+    draft (``ppm interop run --dialect draft07``): ``"draft07"``, whose DAP-18 tokens
+    travel as DAP-18 Section 3.5's ``Authorization: Bearer``. Without it, ``"janus"``:
+    Janus's driver sends none, and Janus's interop aggregator authenticates DAP-18 peers
+    with ``DAP-Auth-Token`` only, the header draft-07 names too. (DAP-09 tasks use
+    DAP-Auth-Token in both.)"""
+    return "draft07" if body.get("dap_version") is not None else "janus"
+
+
 def interop_of(version: str) -> InteropFields:
     """The field readers of a ``dap_version``."""
     fields: InteropFields = get_profile(version).interop
@@ -148,6 +168,7 @@ def auth_token(body: Mapping[str, Any], name: str) -> str:
 
 
 __all__ = [
+    "DIALECTS",
     "VERSION_NAMES",
     "FieldError",
     "TaskFields",
@@ -159,6 +180,7 @@ __all__ = [
     "interop_of",
     "interop_profiles",
     "measurement_from_json",
+    "request_dialect",
     "request_version",
     "require",
     "result_to_json",

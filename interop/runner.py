@@ -27,24 +27,30 @@ upload time.
 from __future__ import annotations
 
 import asyncio
+import json
 import secrets
 import time
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import urljoin
+from urllib.parse import urljoin, urlsplit
 
 import aiohttp
 
 from dap.profiles import get_profile
+from interop.fields import DIALECTS as _DIALECTS
 from interop.fields import (
     VERSION_NAMES,
     b64decode,
     b64encode,
     interop_of,
+    request_version,
     vdaf_from_descriptor,
 )
 
 Json = dict[str, Any]
+#: The media type of every test API body, exactly (no charset parameter: Janus's driver
+#: compares the header with this string).
+JSON_MEDIA_TYPE = "application/json"
 
 
 class RunnerError(Exception):
@@ -136,6 +142,197 @@ def default_cases(*dap_versions: str) -> list[Case]:
     return cases
 
 
+# ---------------------------------------------------------------------------------------
+# Request bodies of each dialect
+# ---------------------------------------------------------------------------------------
+
+#: ``draft07``: draft-dcook-ppm-dap-interop-test-design-07's bodies, with ``dap_version``
+#: and the DAP-18 fields next to the draft's spellings for dap-18 and later (the profile's
+#: ``task_bodies``); ``janus``: the bodies Janus's interop driver sends
+#: (``interop_binaries/tests/end_to_end.rs``), field for field (see interop/__init__.py).
+DIALECTS: tuple[str, ...] = _DIALECTS
+
+
+def _check_dialect(dialect: str) -> None:
+    if dialect not in DIALECTS:
+        raise ValueError(f"unknown dialect {dialect!r}; known: {list(DIALECTS)}")
+
+
+def _draft07_version(dap_version: str) -> bool:
+    """Whether draft-07's own bodies are this version's (DAP-09: no batch_mode, the
+    parameters each role uses): such a version's requests carry no ``dap_version``."""
+    return not interop_of(dap_version).runner_sends_dap_version
+
+
+def _janus_version_field(dap_version: str) -> Json:
+    """``dap_version`` in a Janus-dialect body only where the servers could not tell the
+    version from Janus's fields (a DAP-18 body means dap-18; dap-19 needs saying)."""
+    inferred = request_version({"batch_mode": 1})
+    return {} if dap_version == inferred else {"dap_version": dap_version}
+
+
+def janus_vdaf(dap_version: str, vdaf: Json) -> Json:
+    """A ``vdaf`` object as Janus spells it: integers as decimal strings; Prio3Sum and
+    Prio3SumVec with ``max_measurement`` (Janus main, VDAF-18) or ``bits`` (Janus 0.7,
+    VDAF-08), converted from the other spelling (``max_measurement = 2^bits - 1``)."""
+    out: Json = {k: (v if k == "type" else str(v)) for k, v in vdaf.items()}
+    if vdaf.get("type") not in ("Prio3Sum", "Prio3SumVec"):
+        return out
+    if _draft07_version(dap_version):
+        if "bits" not in out and "max_measurement" in out:
+            out["bits"] = str(int(out["max_measurement"]).bit_length())
+        out.pop("max_measurement", None)
+    else:
+        if "max_measurement" not in out and "bits" in out:
+            out["max_measurement"] = str(2 ** int(out["bits"]) - 1)
+        out.pop("bits", None)
+    return out
+
+
+def add_task_body(dialect: str, role: str, *, dap_version: str, task_id: str, leader: str,
+                  helper: str, vdaf: Json, batch_mode: int, min_batch_size: int,
+                  time_precision: int, task_start: int | None = None,
+                  task_end: int | None = None, max_batch_size: int | None = None,
+                  collector_token: str | None = None, leader_token: str | None = None,
+                  vdaf_verify_key: str | None = None,
+                  collector_hpke_config: str | None = None,
+                  dp_policy: Json | None = None) -> Json:
+    """The add_task body of ``dialect`` (``"draft07"`` or ``"janus"``) for ``role``
+    (``"collector"``, ``"leader"`` or ``"helper"``); times in seconds, binary values
+    base64url strings, as the test API takes them.
+
+    The Collector needs ``collector_token``; the Leader and the Helper need
+    ``leader_token``, ``vdaf_verify_key`` and ``collector_hpke_config`` (the Collector's
+    add_task answer), the Leader also ``collector_token``. ``max_batch_size``: the
+    Leader's and Helper's, leader-selected only. draft07 sends ``task_end`` (as
+    ``task_expiration`` and, for DAP-18, ``task_end``) and, for DAP-18 and later,
+    ``task_start`` when given; janus sends ``task_start`` and ``task_end`` together
+    (DAP-18; Janus 0.7's driver sends neither).
+
+    Another helper provisions tasks through this function: it is the one place that knows
+    each dialect's add_task body."""
+    _check_dialect(dialect)
+    if role not in ("collector", "leader", "helper"):
+        raise ValueError(f"add_task role must be collector, leader or helper, not {role!r}")
+    if role == "collector" or role == "leader":
+        if collector_token is None:
+            raise ValueError(f"the {role}'s add_task needs collector_token")
+    if role != "collector" and None in (leader_token, vdaf_verify_key, collector_hpke_config):
+        raise ValueError("an Aggregator's add_task needs leader_token, vdaf_verify_key and "
+                         "collector_hpke_config")
+    if dialect == "draft07":
+        bodies = interop_of(dap_version).task_bodies(
+            get_profile(dap_version), task_id=task_id, leader=leader, helper=helper,
+            vdaf=vdaf, batch_mode=batch_mode, min_batch_size=min_batch_size,
+            time_precision=time_precision,
+            task_end=task_end if task_end is not None else _DEFAULT_TASK_END,
+            collector_token=collector_token or "")
+        body = dict(bodies.collector if role == "collector" else bodies.aggregator)
+        _draft07_interval(body, dap_version, task_start, task_end)
+    elif _draft07_version(dap_version):
+        # Janus 0.7's driver (DAP-09): the Collector gets no helper and no time precision.
+        body = {"task_id": task_id, "leader": leader, "vdaf": janus_vdaf(dap_version, vdaf)}
+        if role == "collector":
+            body.update(collector_authentication_token=collector_token,
+                        query_type=batch_mode)
+        else:
+            body.update(helper=helper, max_batch_query_count=1, query_type=batch_mode,
+                        min_batch_size=min_batch_size, time_precision=time_precision)
+    else:
+        body = {**_janus_version_field(dap_version), "task_id": task_id, "leader": leader,
+                "helper": helper, "vdaf": janus_vdaf(dap_version, vdaf),
+                "batch_mode": batch_mode, "min_batch_size": min_batch_size,
+                "time_precision": time_precision,
+                **_janus_interval(task_start, task_end)}
+        if role == "collector":
+            body["collector_authentication_token"] = collector_token
+    if role != "collector":
+        body.update(role=role, leader_authentication_token=leader_token,
+                    vdaf_verify_key=vdaf_verify_key, collector_hpke_config=collector_hpke_config)
+        if role == "leader":
+            body["collector_authentication_token"] = collector_token
+        if max_batch_size is not None and batch_mode == 2:
+            body["max_batch_size"] = max_batch_size
+    if dp_policy is not None:
+        body["dp_policy"] = dp_policy
+    return body
+
+
+def upload_body(dialect: str, *, dap_version: str, task_id: str, leader: str, helper: str,
+                vdaf: Json, measurement: Any, batch_mode: int, min_batch_size: int,
+                time_precision: int, task_start: int | None = None,
+                task_end: int | None = None, time: int | None = None,
+                dp_policy: Json | None = None) -> Json:
+    """The Client's upload body of ``dialect`` (see :func:`add_task_body`; ``time``:
+    the report's, seconds, default the Client's clock)."""
+    _check_dialect(dialect)
+    if dialect == "draft07":
+        body = dict(interop_of(dap_version).task_bodies(
+            get_profile(dap_version), task_id=task_id, leader=leader, helper=helper,
+            vdaf=vdaf, batch_mode=batch_mode, min_batch_size=min_batch_size,
+            time_precision=time_precision,
+            task_end=task_end if task_end is not None else _DEFAULT_TASK_END,
+            collector_token="").upload)
+        _draft07_interval(body, dap_version, task_start, task_end)
+    elif _draft07_version(dap_version):
+        body = {"task_id": task_id, "leader": leader, "helper": helper,
+                "vdaf": janus_vdaf(dap_version, vdaf), "time_precision": time_precision}
+    else:
+        body = {**_janus_version_field(dap_version), "task_id": task_id, "leader": leader,
+                "helper": helper, "vdaf": janus_vdaf(dap_version, vdaf),
+                "batch_mode": batch_mode, "min_batch_size": min_batch_size,
+                "time_precision": time_precision, **_janus_interval(task_start, task_end)}
+    body["measurement"] = measurement
+    if time is not None:
+        body["time"] = time
+    if dp_policy is not None:
+        body["dp_policy"] = dp_policy
+    return body
+
+
+def collection_start_body(dialect: str, *, dap_version: str, task_id: str, batch_mode: int,
+                          batch_interval: tuple[int, int] | None = None,
+                          agg_param: str = "") -> Json:
+    """The Collector's collection_start body: a time interval ``batch_interval``
+    (start, duration; seconds) for batch mode 1, the current batch for 2."""
+    _check_dialect(dialect)
+    query: Json = {"type": batch_mode}
+    if batch_mode == 1:
+        if batch_interval is None:
+            raise ValueError("a time-interval query needs batch_interval")
+        query.update(batch_interval_start=batch_interval[0],
+                     batch_interval_duration=batch_interval[1])
+    else:
+        query["subtype"] = 1                # current batch
+    versioned: Json = ({"dap_version": dap_version}
+                       if dialect == "draft07" and not _draft07_version(dap_version) else {})
+    return {**versioned, "task_id": task_id, "agg_param": agg_param, "query": query}
+
+
+def _draft07_interval(body: Json, dap_version: str, task_start: int | None,
+                      task_end: int | None) -> None:
+    """A draft07 body's task interval: the profile's bodies carry ``task_end`` (built with
+    :data:`_DEFAULT_TASK_END` when there is none: removed again); ``task_start``, which
+    DAP-09 has no counterpart of, is added for dap-18 and later."""
+    if task_end is None:
+        for name in ("task_end", "task_expiration"):
+            body.pop(name, None)
+    if task_start is not None and not _draft07_version(dap_version):
+        body["task_start"] = task_start
+
+
+def _janus_interval(task_start: int | None, task_end: int | None) -> Json:
+    """Janus wants ``task_start`` whenever ``task_end`` is sent (and the other way)."""
+    if (task_start is None) != (task_end is None):
+        raise ValueError("the janus dialect sends task_start and task_end together")
+    return {} if task_start is None else {"task_start": task_start, "task_end": task_end}
+
+
+# The task_end a draft07 profile's task_bodies gets when the caller gives none (removed
+# from the body again).
+_DEFAULT_TASK_END = 2**40
+
+
 @dataclass
 class Endpoints:
     client: str
@@ -151,20 +348,32 @@ class Endpoints:
 class Runner:
     def __init__(self, endpoints: Endpoints, session: aiohttp.ClientSession, *,
                  time_precision: int = 3600, ready_timeout: float = 30.0,
-                 collect_timeout: float = 60.0, poll_interval: float = 0.2) -> None:
+                 collect_timeout: float = 60.0, poll_interval: float = 0.2,
+                 dialect: str = "draft07") -> None:
+        _check_dialect(dialect)
         self.endpoints = endpoints
         self.session = session
         self.time_precision = time_precision
         self.ready_timeout = ready_timeout
         self.collect_timeout = collect_timeout
         self.poll_interval = poll_interval
+        self.dialect = dialect
 
-    async def call(self, role: str, command: str, body: Json) -> Json:
+    async def call(self, role: str, command: str, body: Json | None) -> Json:
+        """POST ``body`` (None: no body, as Janus's driver sends ready) with
+        ``Content-Type: application/json`` exactly. In the janus dialect the answer must
+        have exactly that type too, as Janus's driver asserts."""
         url = urljoin(self.endpoints.of(role), f"internal/test/{command}")
-        async with self.session.post(url, json=body) as resp:
+        data = json.dumps(body).encode() if body is not None else None
+        headers = {"Content-Type": JSON_MEDIA_TYPE} if body is not None else None
+        async with self.session.post(url, data=data, headers=headers) as resp:
             if resp.status != 200:
                 text = await resp.text()
                 raise RunnerError(f"{role} {command}: HTTP {resp.status} {text[:200]}")
+            content_type = resp.headers.get("Content-Type")
+            if self.dialect == "janus" and content_type != JSON_MEDIA_TYPE:
+                raise RunnerError(f"{role} {command}: Content-Type {content_type!r}, not "
+                                  f"{JSON_MEDIA_TYPE!r}")
             out = await resp.json(content_type=None)
         if not isinstance(out, dict):
             raise RunnerError(f"{role} {command}: answer is not a JSON object")
@@ -177,13 +386,14 @@ class Runner:
         return out
 
     async def wait_ready(self) -> None:
-        """POST {} to every role's ready until all answer 200 (draft Section 4.6)."""
+        """POST to every role's ready until all answer 200 (draft Section 4.6): ``{}``, or
+        no body in the janus dialect."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.ready_timeout
         for role in ("client", "leader", "helper", "collector"):
             while True:
                 try:
-                    await self.call(role, "ready", {})
+                    await self.call(role, "ready", {} if self.dialect == "draft07" else None)
                     break
                 except (aiohttp.ClientError, RunnerError, OSError) as exc:
                     if loop.time() > deadline:
@@ -200,27 +410,9 @@ class Runner:
         outcome.seconds = time.monotonic() - start
         return outcome
 
-    def _task_bodies(self, case: Case, tid: str, endpoint: dict[str, str], now: int,
-                     collector_token: str) -> tuple[Json, Json, Json]:
-        """The task fields of collector add_task, aggregator add_task and upload."""
-        tp = self.time_precision
-        task_end = (now // tp + 24) * tp
-        n = len(case.measurements)
-        bodies = interop_of(case.dap_version).task_bodies(
-            get_profile(case.dap_version), task_id=tid, leader=endpoint["leader"],
-            helper=endpoint["helper"], vdaf=case.vdaf, batch_mode=case.batch_mode,
-            min_batch_size=n, time_precision=tp, task_end=task_end,
-            collector_token=collector_token)
-        collector, aggregator, upload = bodies.collector, bodies.aggregator, bodies.upload
-        if case.batch_mode == 2:
-            aggregator["max_batch_size"] = n
-        if case.dp_policy is not None:
-            for body in (collector, aggregator, upload):
-                body["dp_policy"] = case.dp_policy
-        return collector, aggregator, upload
-
     async def _run_case(self, case: Case, outcome: Outcome) -> None:
         tp = self.time_precision
+        dialect = self.dialect
         task_id = secrets.token_bytes(32)
         tid = outcome.task_id = b64encode(task_id)
         vdaf = vdaf_from_descriptor(case.vdaf, case.dap_version)
@@ -228,42 +420,50 @@ class Runner:
         leader_token = secrets.token_urlsafe(24)
         collector_token = secrets.token_urlsafe(24)
         now = int(time.time())
-        # dap-09 requests are draft-07's, which has no dap_version.
+        n = len(case.measurements)
+        # draft07: dap-09 requests are draft-07's, which has no dap_version. janus: as
+        # Janus's driver, task_id, role and hostname only.
         versioned = ({"dap_version": case.dap_version}
-                     if interop_of(case.dap_version).runner_sends_dap_version else {})
+                     if dialect == "draft07" and not _draft07_version(case.dap_version)
+                     else {})
         endpoint = {}
         for role in ("leader", "helper"):
+            host = urlsplit(self.endpoints.of(role)).hostname or "127.0.0.1"
             out = await self.expect_success(role, "endpoint_for_task", {
-                "task_id": tid, "role": role, "hostname": "127.0.0.1", **versioned})
+                "task_id": tid, "role": role, "hostname": host, **versioned})
             ep = out.get("endpoint")
             if not isinstance(ep, str):
                 raise RunnerError(f"{role} endpoint_for_task: no endpoint")
             endpoint[role] = urljoin(self.endpoints.of(role), ep)
         outcome.steps.append("endpoint_for_task")
-        collector, aggregator, upload = self._task_bodies(
-            case, tid, endpoint, now, collector_token)
-        out = await self.expect_success("collector", "add_task", collector)
+        interval: dict[str, int | None] = {"task_end": (now // tp + 24) * tp}
+        interval["task_start"] = (now // tp - 1) * tp if dialect == "janus" else None
+        task: Json = {"dap_version": case.dap_version, "task_id": tid,
+                      "leader": endpoint["leader"], "helper": endpoint["helper"],
+                      "vdaf": case.vdaf, "batch_mode": case.batch_mode, "min_batch_size": n,
+                      "time_precision": tp, "dp_policy": case.dp_policy, **interval}
+        out = await self.expect_success("collector", "add_task", add_task_body(
+            dialect, "collector", collector_token=collector_token, **task))
         hpke = out.get("collector_hpke_config")
         if not isinstance(hpke, str):
             raise RunnerError("collector add_task: no collector_hpke_config")
-        aggregator.update(leader_authentication_token=leader_token,
-                          vdaf_verify_key=b64encode(verify_key), collector_hpke_config=hpke)
-        await self.expect_success("leader", "add_task", {
-            **aggregator, "role": "leader", "collector_authentication_token": collector_token})
-        await self.expect_success("helper", "add_task", {**aggregator, "role": "helper"})
+        for role in ("leader", "helper"):
+            await self.expect_success(role, "add_task", add_task_body(
+                dialect, role, collector_token=collector_token, leader_token=leader_token,
+                vdaf_verify_key=b64encode(verify_key), collector_hpke_config=hpke,
+                max_batch_size=n, **task))
         outcome.steps.append("add_task")
         for m in case.measurements:
-            await self.expect_success("client", "upload", {
-                **upload, "measurement": m, "time": now})
+            await self.expect_success("client", "upload", upload_body(
+                dialect, measurement=m, time=now if dialect == "draft07" else None, **task))
         outcome.steps.append("upload")
-        query: Json = {"type": case.batch_mode}
-        if case.batch_mode == 1:
-            query.update(batch_interval_start=(now // tp - 1) * tp,
-                         batch_interval_duration=3 * tp)
-        else:
-            query["subtype"] = 1
-        out = await self.expect_success("collector", "collection_start", {
-            **versioned, "task_id": tid, "agg_param": "", "query": query})
+        if dialect == "draft07":
+            batch_interval = ((now // tp - 1) * tp, 3 * tp)
+        else:                           # Janus's driver: two precisions from the start
+            batch_interval = (now // tp * tp, 2 * tp)
+        out = await self.expect_success("collector", "collection_start", collection_start_body(
+            dialect, dap_version=case.dap_version, task_id=tid, batch_mode=case.batch_mode,
+            batch_interval=batch_interval))
         handle = out.get("handle")
         if not isinstance(handle, str):
             raise RunnerError("collection_start: no handle")
@@ -313,7 +513,8 @@ def _check(case: Case, out: Json, now: int) -> tuple[bool, str]:
 async def run_all(endpoints: Endpoints, cases: list[Case], concurrency: int = 4,
                   token: str | None = None, **kwargs: Any) -> list[Outcome]:
     """Run the cases; with a `token`, every test API request carries `Authorization:
-    Bearer <token>` (servers started with `ppm interop serve --token`)."""
+    Bearer <token>` (servers started with `ppm interop serve --token`). `kwargs` go to
+    :class:`Runner` (``dialect="janus"``: Janus's bodies)."""
     headers = {"Authorization": f"Bearer {token}"} if token else None
     async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=120),
                                      headers=headers) as session:

@@ -5,9 +5,11 @@ All requests are POSTs of JSON objects under ``/internal/test/``; every answer i
 object with ``status`` (``"success"``, ``"error"``, or for collection_poll ``"complete"``
 / ``"in progress"``) and, on error, ``error`` with the reason. A command that was
 understood is answered 200 whatever the DAP outcome (draft Section 4); a body that is not
-a JSON object gets 400; an unknown ``/internal/test/`` path gets 404. The Leader and
-Helper also serve their DAP resources on the same port under :data:`DAP_PREFIX` (the
-endpoint that endpoint_for_task returns), backed by one SQLite datastore.
+a JSON object gets 400; an unknown ``/internal/test/`` path gets 404; every answer is
+``Content-Type: application/json`` exactly. The Leader and Helper also serve their DAP
+resources on the same port, at the root (:data:`DAP_ENDPOINT`, what endpoint_for_task
+returns, as Janus's driver requires) and under :data:`DAP_PREFIX`: one DAP app, backed by
+one SQLite datastore (see interop/__init__.py for the Janus dialect).
 
 Protocol versions are a table (:data:`VERSIONS`: one :class:`Version` for each shipped
 profile with ``interop`` field readers, ``"dap-18"`` and ``"dap-09"`` today): a request's
@@ -59,10 +61,21 @@ from interop.fields import FieldError
 log = logging.getLogger("ppm.interop")
 
 ROLES = ("client", "leader", "helper", "collector")
-# Path under which an Aggregator serves its DAP resources (endpoint_for_task's answer).
+# An Aggregator serves its DAP resources at the root of its port (endpoint_for_task's
+# answer, which Janus's driver requires and uses) and, as before, under DAP_PREFIX.
+DAP_ENDPOINT = "/"
 DAP_PREFIX = "/dap"
 
 Json = dict[str, Any]
+
+
+def json_response(body: Json, status: int = 200,
+                  headers: dict[str, str] | None = None) -> web.Response:
+    """A JSON answer with ``Content-Type: application/json`` exactly: Janus's interop driver
+    compares the header with that string, so aiohttp's ``; charset=utf-8`` (JSON is UTF-8
+    by definition, RFC 8259 Section 8.1) fails it."""
+    return web.Response(body=json.dumps(body).encode(), status=status, headers=headers,
+                        content_type="application/json")
 
 
 def ok(**extra: Any) -> Json:
@@ -187,6 +200,9 @@ class Version:
         options: Json = {}
         if tf.max_batch_size is not None:
             options["max_batch_size"] = tf.max_batch_size
+        header = peer_auth_header(self.profile, body)
+        if header is not None:
+            options["auth_header"] = header
         record = TaskRecord(
             task_id=bytes(tf.task.task_id), role=role, profile=self.name,
             config=tf.task.config_bytes(), vdaf_verify_key=verify_key,
@@ -210,14 +226,16 @@ class Version:
         tf = self.task_fields(body, "collector")
         token = f.auth_token(body, "collector_authentication_token")
         task_id = bytes(tf.task.task_id)
+        header = peer_auth_header(self.profile, body)
         existing = node.collector_tasks.get(task_id)
         if existing is not None and existing.version == self.name \
                 and existing.task.config_bytes() == tf.task.config_bytes() \
-                and existing.auth_token == token:
+                and existing.auth_token == token and existing.collector.auth_header == header:
             keypair = existing.keypair
         else:
             keypair = generate_keypair(secrets.randbelow(256))
-            collector = Collector(tf.task, keypair, token, session=node.session)
+            collector = Collector(tf.task, keypair, token, session=node.session,
+                                  auth_header=header)
             node.collector_tasks[task_id] = CollectorTask(self.name, tf.task, keypair, token,
                                                           collector)
         log.info("collector: added %s task %s (%s)", self.name, f.b64encode(task_id),
@@ -294,6 +312,16 @@ class Version:
         return out
 
 
+def peer_auth_header(profile: Profile, body: Json) -> str | None:
+    """The header of the DAP tokens of a task added by ``body`` when it is not the
+    profile's own: ``DAP-Auth-Token`` for a DAP-18-or-later task of the Janus dialect
+    (:func:`interop.fields.request_dialect`), whose interop aggregator accepts no other.
+    Our Aggregators accept both headers from any peer (dap.server.common.bearer_token)."""
+    if f.request_dialect(body) == "janus" and profile.auth_header != "DAP-Auth-Token":
+        return "DAP-Auth-Token"
+    return None
+
+
 def _report_error(err: ReportError | int) -> str:
     try:
         return ReportError(err).name.lower()
@@ -326,16 +354,16 @@ def command(func: Command) -> Callable[[web.Request], Awaitable[web.StreamRespon
         try:
             raw = await read_limited(request, MAX_COMMAND_BYTES, BODY_TIMEOUT)
         except HttpProblem as exc:
-            resp = web.json_response(error(exc.detail), status=exc.status,
-                                     headers=exc.headers)
+            resp = json_response(error(exc.detail), status=exc.status,
+                                 headers=exc.headers)
             resp.force_close()
             return resp
         try:
             body = json.loads(raw or b"{}")
         except ValueError:
-            return web.json_response(error("request body is not JSON"), status=400)
+            return json_response(error("request body is not JSON"), status=400)
         if not isinstance(body, dict):
-            return web.json_response(error("request body must be a JSON object"), status=400)
+            return json_response(error("request body must be a JSON object"), status=400)
         node = request.app[NODE_KEY]
         try:
             out = await func(node, body)
@@ -348,7 +376,7 @@ def command(func: Command) -> Callable[[web.Request], Awaitable[web.StreamRespon
             log.warning("%s %s: %s", node.role, request.path, out.get("error"))
         else:
             log.info("%s %s: %s", node.role, request.path, out.get("status"))
-        return web.json_response(out)
+        return json_response(out)
 
     return handler
 
@@ -363,7 +391,7 @@ async def cmd_endpoint_for_task(node: Node, body: Json) -> Json:
     if role != node.role:
         raise FieldError(f"role {role!r} sent to the {node.role}")
     version_of(body)
-    return ok(endpoint=DAP_PREFIX + "/")
+    return ok(endpoint=DAP_ENDPOINT)
 
 
 async def cmd_add_task(node: Node, body: Json) -> Json:
@@ -425,7 +453,8 @@ def token_middleware(token: str) -> Any:
     authentication: a stock runner sends none, and relies on the containers sitting on
     a private network. Outside one, a token keeps anyone who reaches the port from adding
     tasks with their own credentials; `ppm interop run --token` sends it. The DAP
-    resources under /dap/ are authenticated by DAP itself and are not affected."""
+    resources (at the root and under /dap/) are authenticated by DAP itself and are not
+    affected."""
     expected = f"Bearer {token}".encode()
 
     @web.middleware
@@ -433,9 +462,9 @@ def token_middleware(token: str) -> Any:
         if request.path.startswith("/internal/test/"):
             got = request.headers.get("Authorization", "").encode()
             if not hmac.compare_digest(got, expected):
-                return web.json_response(error("the test API requires its token "
-                                               "(Authorization: Bearer ...)"),
-                                         status=401 if not got else 403)
+                return json_response(error("the test API requires its token "
+                                           "(Authorization: Bearer ...)"),
+                                     status=401 if not got else 403)
         response: web.StreamResponse = await handler(request)
         return response
 
@@ -443,7 +472,7 @@ def token_middleware(token: str) -> Any:
 
 
 async def not_found(request: web.Request) -> web.StreamResponse:
-    return web.json_response(error(f"no test API {request.path} for this role"), status=404)
+    return json_response(error(f"no test API {request.path} for this role"), status=404)
 
 
 def build_interop_app(role: str, data_dir: str | Path | None = None, *,
@@ -482,6 +511,8 @@ def build_interop_app(role: str, data_dir: str | Path | None = None, *,
         dap_app = build_app(config, datastore=datastore)
         node.aggregator = dap_app[STATE_KEY]
         app.add_subapp(DAP_PREFIX, dap_app)
+        # Registered last, so that /internal/test/ and /dap/ resolve first.
+        app.router.add_route("*", "/{tail:.*}", dap_at_root)
 
         async def close_datastore(app: web.Application) -> None:
             datastore.close()
@@ -495,6 +526,31 @@ def build_interop_app(role: str, data_dir: str | Path | None = None, *,
 
     app.on_cleanup.append(close_node)
     return app
+
+
+async def dap_at_root(request: web.Request) -> web.StreamResponse:
+    """A request for a DAP resource at the root of the port (``/hpke_config``,
+    ``/tasks/...``): served by the DAP app mounted under DAP_PREFIX, as if it had been
+    sent there -- the same routes, middlewares and state, so both paths are one
+    Aggregator. (aiohttp mounts a sub-application only under a non-empty prefix, and a
+    second copy of the DAP app would be a second Aggregator.)"""
+    target = request.rel_url.with_path(DAP_PREFIX + request.rel_url.path)
+    inner = request.clone(rel_url=target)
+    inner[REDISPATCHED] = request.path
+    # Application._handle resolves and runs a request through the app's router and
+    # middlewares: what aiohttp itself calls for every request.
+    response = await request.app._handle(inner)
+    # The DAP app names new resources (Location) after the path it saw: give the peer
+    # the root path it used.
+    location = response.headers.get("Location")
+    if location and location.startswith(DAP_PREFIX + "/") and not response.prepared:
+        response.headers["Location"] = location[len(DAP_PREFIX):]
+    return response
+
+
+#: In a request re-dispatched by :func:`dap_at_root`, the root path it was sent to (the
+#: outer app's middlewares see such a request twice).
+REDISPATCHED: web.RequestKey[str] = web.RequestKey("ppm_interop_dap_at_root", str)
 
 
 LIMITS_KEY: web.AppKey[HttpLimits] = web.AppKey("interop_limits", HttpLimits)

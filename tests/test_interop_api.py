@@ -116,9 +116,11 @@ def run_cli(nodes: dict[str, str], *extra: str,
                           cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=120)
 
 
-@pytest.fixture(scope="module")
-def run_report(nodes: dict[str, str]) -> dict[str, Any]:
-    proc = run_cli(nodes, "--json")
+@pytest.fixture(scope="module", params=["draft07", "janus"])
+def run_report(nodes: dict[str, str], request: pytest.FixtureRequest) -> dict[str, Any]:
+    """`ppm interop run` over the four processes, in each dialect (draft-07's bodies, and
+    Janus's: --dialect janus)."""
+    proc = run_cli(nodes, "--json", "--dialect", request.param)
     report: dict[str, Any] = json.loads(proc.stdout)
     report["returncode"] = proc.returncode
     return report
@@ -508,10 +510,20 @@ def test_unknown_paths_and_bad_bodies(nodes: dict[str, str]) -> None:
     assert status == 400 and out["status"] == "error" and "not JSON" in out["error"]
     status, out = post(f"{nodes['leader']}/internal/test/endpoint_for_task",
                        {"task_id": TASK_ID, "role": "leader", "hostname": "leader"})
-    assert (status, out) == (200, {"status": "success", "endpoint": "/dap/"})
-    # The Leader's DAP resources are under that endpoint on the same port.
-    with urllib.request.urlopen(f"{nodes['leader']}/dap/hpke_config", timeout=10) as resp:
-        assert resp.status == 200 and len(resp.read()) > 32
+    assert (status, out) == (200, {"status": "success", "endpoint": "/"})
+    # The Leader's DAP resources are at that endpoint (the root: Janus's driver requires
+    # "/") and, as before, under /dap/ on the same port: one Aggregator, the same keys.
+    configs = []
+    for path in ("/hpke_config", "/dap/hpke_config"):
+        with urllib.request.urlopen(f"{nodes['leader']}{path}", timeout=10) as resp:
+            assert resp.status == 200
+            configs.append(resp.read())
+    assert len(configs[0]) > 32 and configs[0] == configs[1]
+    # Every answer of the test API is exactly application/json (Janus's driver compares).
+    req = urllib.request.Request(f"{nodes['leader']}/internal/test/ready", data=b"",
+                                 method="POST")
+    with urllib.request.urlopen(req, timeout=10) as resp:
+        assert resp.headers["Content-Type"] == "application/json"
 
 
 def test_logs_and_datastores(nodes: dict[str, str], node_dir: Path,
@@ -555,15 +567,16 @@ def test_draft07_and_janus_spellings_give_the_same_configuration() -> None:
 def test_deterministic_defaults() -> None:
     body = {**BASE, "batch_mode": 1, "vdaf": {"type": "Prio3Count"}}
     task = task_from_fields(body).task
-    assert task.task_info == b"interop:" + TASK_ID.encode()
+    # No task_info: the one Janus's interop binaries bind.
+    assert task.task_info == b"task-info"
     assert task.task_interval is None and task.dp_policy is None
     assert task.leader_aggregator_endpoint == "http://leader:8080/dap/"
     assert config_of(body) == config_of(dict(reversed(list(body.items()))))
     assert config_of({**body, "task_info": fields.b64encode(b"x")}) != config_of(body)
-    # task_start rounds down, task_end rounds up to the time precision.
+    # task_start and task_end round down to the time precision, as Janus's binaries do.
     interval = task_from_fields(
-        {**body, "task_start": 7201, "task_end": 10801}).task.task_interval
-    assert interval is not None and (int(interval.start), int(interval.duration)) == (2, 2)
+        {**body, "task_start": 7201, "task_end": 14399}).task.task_interval
+    assert interval is not None and (int(interval.start), int(interval.duration)) == (2, 1)
 
 
 @pytest.mark.parametrize("vdaf, measurement, expected", [

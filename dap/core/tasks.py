@@ -48,9 +48,15 @@ class TaskOptions:
     # The rate guard (paper 000 Section 4.8; `dap.core.buckets.rate_exceeded`): reports
     # per second this Aggregator expects; a batch arriving faster than twice this is held.
     expected_report_rate: float | None = None
+    # The header that carries the Leader's token to the Helper when it is not the
+    # profile's own: "DAP-Auth-Token" for a Helper that accepts only that one (Janus's
+    # interop aggregator authenticates DAP-18 peers with it; see interop/__init__.py).
+    auth_header: str | None = None
 
     def to_json(self) -> str:
         data: dict[str, Any] = {}
+        if self.auth_header is not None:
+            data["auth_header"] = self.auth_header
         if self.max_batch_size is not None:
             data["max_batch_size"] = self.max_batch_size
         if self.expected_report_rate is not None:
@@ -97,7 +103,10 @@ class TaskOptions:
         if rate is not None and (isinstance(rate, bool) or not isinstance(rate, int | float)
                                  or not rate > 0):
             raise ValueError("task option expected_report_rate must be a positive number")
-        return cls(max_batch_size=max_batch_size,
+        auth_header = data.get("auth_header")
+        if auth_header is not None and auth_header not in AUTH_HEADERS:
+            raise ValueError(f"task option auth_header must be one of {list(AUTH_HEADERS)}")
+        return cls(max_batch_size=max_batch_size, auth_header=auth_header,
                    expected_report_rate=None if rate is None else float(rate),
                    verify_keys=tuple(sorted(verify_keys)),
                    helper_unknown_key_ids=tuple(sorted(
@@ -105,7 +114,15 @@ class TaskOptions:
 
 
 _OPTION_NAMES = {"max_batch_size", "expected_report_rate", "verify_keys",
-                 "helper_unknown_key_ids"}
+                 "helper_unknown_key_ids", "auth_header"}
+#: The headers a token can travel in: ``Authorization: Bearer <token>`` (DAP-18 Section
+#: 3.5) or ``DAP-Auth-Token: <token>`` (DAP-09, the interop test design, Janus).
+AUTH_HEADERS = ("Authorization", "DAP-Auth-Token")
+
+
+def auth_header_for(name: str, token: str) -> tuple[str, str]:
+    """``(header, value)`` carrying ``token`` in the header ``name`` (of AUTH_HEADERS)."""
+    return (name, f"Bearer {token}") if name == "Authorization" else (name, token)
 
 
 def _decimal(value: Any) -> Any:

@@ -24,6 +24,7 @@ from dap.common import Role
 from dap.core import agg_params
 from dap.core import leader as core
 from dap.core.errors import DapProblem, NotReady
+from dap.core.tasks import auth_header_for
 from dap.origin import (
     MAX_RESPONSE_BYTES,
     NO_COMPRESSION,
@@ -603,7 +604,11 @@ def _auth_headers(task: Any) -> dict[str, str]:
     for a taskprov task its advertisement: "The Leader MUST advertise the task to the
     Helper in every request incident to the task" (draft-ietf-ppm-dap-taskprov, Sections
     3.7.2 and 3.7.3)."""
-    name, value = task.profile.auth_header_for(task.record.aggregator_auth_token)
+    token = task.record.aggregator_auth_token
+    if task.options.auth_header is not None:
+        name, value = auth_header_for(task.options.auth_header, token)
+    else:
+        name, value = task.profile.auth_header_for(token)
     return {name: value, **advertisement_headers(task.task)}
 
 

@@ -18,7 +18,6 @@ from dap.common import BatchMode, Duration, Interval, Time
 from dap.fields import (
     FieldError,
     b64decode,
-    b64encode,
     batch_interval_units,
     batch_mode_value,
     dp_policy_field,
@@ -87,17 +86,25 @@ def query_from_json(body: Any, task: Task) -> Query:
     return Query.leader_selected()
 
 
+#: The ``task_info`` of a request that has none: the bytes Janus's interop binaries bind
+#: (``b"task-info"``), so that a task added to Janus and to us without one has the same
+#: TaskConfiguration. The draft defines no ``task_info``; the task ID in every AAD already
+#: keeps two tasks' shares apart.
+DEFAULT_TASK_INFO = b"task-info"
+
+
 def default_task_info(task_id: bytes) -> bytes:
-    """The deterministic ``task_info`` when a request has none: ``"interop:"`` followed by
-    the base64url task ID (so two tasks never share a configuration)."""
-    return b"interop:" + b64encode(task_id).encode("ascii")
+    """The ``task_info`` when a request has none: :data:`DEFAULT_TASK_INFO`, whatever the
+    task (see there)."""
+    return DEFAULT_TASK_INFO
 
 
 def task_interval(body: Mapping[str, Any], time_precision: int) -> Interval | None:
     """The ``task_interval`` extension from ``task_start`` / ``task_end`` (seconds;
-    draft-07's ``task_expiration`` is ``task_end``). Absent both: no extension. The start
-    is rounded down and the end up to the time precision; a missing start is 0, a missing
-    end is the largest time."""
+    draft-07's ``task_expiration`` is ``task_end``). Absent both: no extension. Both are
+    rounded down to the time precision, as Janus's interop binaries do (DAP-18 counts
+    times in time_precision units; the draft says nothing), so that both derive the same
+    TaskConfiguration; a missing start is 0, a missing end the largest time."""
     start_s = body.get("task_start")
     end_s = body.get("task_end")
     expiration = body.get("task_expiration")
@@ -110,7 +117,7 @@ def task_interval(body: Mapping[str, Any], time_precision: int) -> Interval | No
         return None
     tp = time_precision
     start = integer(start_s, "task_start") // tp if start_s is not None else 0
-    end = -(-integer(end_s, "task_end") // tp) if end_s is not None else _U64_MAX
+    end = integer(end_s, "task_end") // tp if end_s is not None else _U64_MAX
     if end <= start:
         raise FieldError("task_end must be after task_start")
     return Interval(Time(start), Duration(end - start))
@@ -191,5 +198,5 @@ class Interop18(InteropFields):
 
 INTEROP_18 = Interop18()
 
-__all__ = ["INTEROP_18", "Interop18", "batch_mode", "default_task_info", "max_measurement",
-           "query_from_json", "task_from_fields", "task_interval"]
+__all__ = ["DEFAULT_TASK_INFO", "INTEROP_18", "Interop18", "batch_mode", "default_task_info",
+           "max_measurement", "query_from_json", "task_from_fields", "task_interval"]
