@@ -1,0 +1,208 @@
+"""`ppm conformance` against this project's own Leader and Helper (`ppm leader` and `ppm
+helper` as processes on 127.0.0.1), for every shipped profile and both roles: every MUST
+and SHOULD check passes; a check is skipped only where it does not apply to the profile.
+
+Also: the JUnit report has one testcase per check, `docs/conformance.md` is the
+catalogue's, `--only`/`--skip` select by ID, prefix and tag, and the interop test API
+provisioning (draft-07 and Janus dialects) works against `ppm interop serve`."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from dap.profiles import SHIPPED
+from interop.conformance import catalogue as cat
+from ppm.cli import main
+from tests.dap_harness import free_port, server_processes
+
+ROOT = Path(__file__).resolve().parent.parent
+ADMIN_TOKEN = "conformance-admin-token"
+# Small body limits so that the oversized-request checks send little.
+LIMIT = 1 << 20
+
+
+@pytest.fixture(scope="module")
+def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
+    tmp = tmp_path_factory.mktemp("conformance")
+    with server_processes(tmp, admin_token=ADMIN_TOKEN, max_upload_bytes=LIMIT,
+                          max_aggregation_job_bytes=LIMIT, max_collection_bytes=LIMIT) as s:
+        s["start"]()
+        yield {"leader": f"http://127.0.0.1:{s['ports']['leader']}/",
+               "helper": f"http://127.0.0.1:{s['ports']['helper']}/"}
+
+
+def run_suite(servers: dict[str, str], role: str, profile: str, tmp_path: Path,
+              capsys: pytest.CaptureFixture[str], *extra: str) -> tuple[int, dict[str, Any],
+                                                                        Path]:
+    target = servers[role]
+    junit = tmp_path / f"{role}-{profile}.xml"
+    rc = main(["conformance", "--role", role, "--profile", profile, "--target", target,
+               "--admin", target, "--admin-token", ADMIN_TOKEN,
+               "--helper-url", servers["helper"], "--helper-admin", servers["helper"],
+               "--json", "--junit-xml", str(junit), "--settle", "1", "--timeout", "10",
+               "--oversize-bytes", str(2 * LIMIT), "--concurrency", "6", *extra])
+    out = json.loads(capsys.readouterr().out)
+    return rc, out, junit
+
+
+@pytest.mark.parametrize("role", ["leader", "helper"])
+@pytest.mark.parametrize("profile", SHIPPED)
+def test_own_aggregators_conform(servers: dict[str, str], role: str, profile: str,
+                                 tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    rc, out, junit = run_suite(servers, role, profile, tmp_path, capsys)
+    failed = [f"{r['id']}: {r['detail']}" for r in out["results"] if r["outcome"] == "fail"]
+    assert not failed, "\n".join(failed)
+    assert rc == 0 and out["ok"]
+    checks = cat.catalogue(role)
+    assert [r["id"] for r in out["results"]] == [c.id for c in checks]
+    for r, c in zip(out["results"], checks, strict=True):
+        if r["outcome"] == "skip":
+            # Only checks that do not apply to the profile are skipped.
+            assert not c.applies_to(profile), f"{c.id} skipped: {r['detail']}"
+            assert r["detail"].startswith(f"not applicable to {profile}")
+        else:
+            assert c.applies_to(profile) and r["outcome"] == "pass"
+    # JUnit: one testcase per check, skipped ones with their reason.
+    suite = ET.parse(junit).getroot().find("testsuite")
+    assert suite is not None
+    cases = suite.findall("testcase")
+    assert len(cases) == len(checks)
+    skipped = [c for c in cases if c.find("skipped") is not None]
+    assert len(skipped) == sum(1 for c in checks if not c.applies_to(profile))
+    assert all(s.find("skipped").get("message") for s in skipped)  # type: ignore[union-attr]
+    assert suite.get("failures") == "0"
+
+
+def test_docs_are_generated_from_the_catalogue(capsys: pytest.CaptureFixture[str]) -> None:
+    """docs/conformance.md is `ppm conformance --list --markdown` (regenerate it with
+    `python -m ppm conformance --list --markdown > docs/conformance.md`)."""
+    assert main(["conformance", "--list", "--markdown"]) == 0
+    generated = capsys.readouterr().out
+    assert (ROOT / "docs" / "conformance.md").read_text() == generated
+    for c in cat.catalogue():
+        assert f"### {c.id}" in generated
+
+
+def test_catalogue_records_are_complete() -> None:
+    checks = cat.catalogue()
+    assert len({c.id for c in checks}) == len(checks)
+    for c in checks:
+        assert c.id.startswith("L-" if c.role == "leader" else "H-")
+        assert c.sends and c.expects and c.title and c.func is not None
+        assert set(c.profiles) <= set(SHIPPED)
+        # Every applicable profile names the draft section the check comes from.
+        assert all(p in c.refs for p in c.profiles), c.id
+    # The issue's list: every problem type a peer can provoke is expected somewhere.
+    import inspect
+
+    sources = "".join(inspect.getsource(c.func) for c in checks if c.func)
+    for token in ("invalidMessage", "unrecognizedTask", "unrecognizedAggregationJob",
+                  "batchInvalid", "invalidBatchSize", "batchMismatch", "stepMismatch",
+                  "batchOverlap", "batchQueriedTooManyTimes", "unauthorizedRequest",
+                  "REPORT_REPLAYED", "HPKE_DECRYPT_ERROR", "HPKE_UNKNOWN_CONFIG_ID",
+                  "REPORT_TOO_EARLY", "TASK_EXPIRED", "REPORT_DROPPED", "TASK_NOT_STARTED",
+                  "VDAF_VERIFY_ERROR", "INVALID_MESSAGE", "BATCH_COLLECTED",
+                  "UNKNOWN_VERIFICATION_KEY_ID", "OUTDATED_CONFIG"):
+        assert token in sources or token == "OUTDATED_CONFIG", token
+
+
+def test_selection_by_id_prefix_tag_and_level() -> None:
+    checks = cat.catalogue()
+    assert [c.id for c in cat.select(checks, ["L-UPLOAD-001"])] == ["L-UPLOAD-001"]
+    prefix = cat.select(checks, ["H-SHARE-"])
+    assert prefix and all(c.id.startswith("H-SHARE-") for c in prefix)
+    auth = cat.select(checks, ["auth"])
+    assert auth and all("auth" in c.tags for c in auth)
+    should = cat.select(checks, ["SHOULD"])
+    assert should and all(c.level == cat.Level.SHOULD for c in should)
+    rest = cat.select(checks, (), ["auth", "robustness"])
+    assert not any({"auth", "robustness"} & set(c.tags) for c in rest)
+    assert len(rest) + len({c.id for c in checks if {"auth", "robustness"} & set(c.tags)}) \
+        == len(checks)
+
+
+def test_cli_usage_errors(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["conformance", "--role", "leader"]) == 2
+    assert "--role, --profile and --target" in capsys.readouterr().err
+    assert main(["conformance", "--role", "helper", "--profile", "dap-18", "--target",
+                 "http://127.0.0.1:1/"]) == 2
+    assert "give one of --interop-api" in capsys.readouterr().err
+
+
+def test_task_files(servers: dict[str, str], tmp_path: Path,
+                    capsys: pytest.CaptureFixture[str]) -> None:
+    """Tasks provisioned beforehand: `ppm task create` writes the Collector's file (the
+    Leader's checks); a check takes a file of its own, and is skipped when none is
+    left."""
+    files = []
+    for i in range(2):
+        out_dir = tmp_path / f"t{i}"
+        proc = subprocess.run(
+            [sys.executable, "-m", "ppm", "task", "create", "--vdaf", "Prio3Count",
+             "--profile", "dap-18", "--min-batch-size", "2", "--time-precision", "3600",
+             "--leader-admin", servers["leader"], "--helper-admin", servers["helper"],
+             "--admin-token", ADMIN_TOKEN, "--out-dir", str(out_dir)],
+            cwd=ROOT, capture_output=True, text=True, timeout=60)
+        assert proc.returncode == 0, proc.stderr
+        files += ["--task-file", str(out_dir / "collector-task.json")]
+    rc = main(["conformance", "--role", "leader", "--profile", "dap-18", "--target",
+               servers["leader"], *files, "--only", "L-UPLOAD-001,L-COLL-009,L-HPKE-001",
+               "--json", "--timeout", "10"])
+    out = json.loads(capsys.readouterr().out)
+    outcomes = {r["id"]: (r["outcome"], r["detail"]) for r in out["results"]}
+    assert rc == 0, outcomes
+    assert sorted(o for o, _ in outcomes.values()) == ["pass", "pass", "skip"], outcomes
+    assert any("no unused" in d for o, d in outcomes.values() if o == "skip")
+
+
+@pytest.fixture(scope="module")
+def interop_helper(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    import urllib.request
+
+    tmp = tmp_path_factory.mktemp("interop")
+    port = free_port()
+    log = open(tmp / "interop.log", "w")  # noqa: SIM115 - closed below
+    proc = subprocess.Popen([sys.executable, "-m", "ppm", "interop", "serve", "--role",
+                             "helper", "--port", str(port), "--data-dir", str(tmp)],
+                            cwd=ROOT, stdout=subprocess.DEVNULL, stderr=log)
+    try:
+        import time
+
+        deadline = time.monotonic() + 20
+        while True:
+            try:
+                req = urllib.request.Request(f"http://127.0.0.1:{port}/internal/test/ready",
+                                             data=b"{}", method="POST")
+                with urllib.request.urlopen(req, timeout=1):
+                    break
+            except OSError:
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    raise AssertionError((tmp / "interop.log").read_text()) from None
+                time.sleep(0.1)
+        yield f"http://127.0.0.1:{port}/"
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+        log.close()
+
+
+@pytest.mark.parametrize("dialect", ["draft07", "janus"])
+def test_interop_api_provisioning(interop_helper: str, dialect: str,
+                                  capsys: pytest.CaptureFixture[str]) -> None:
+    """The Helper of `ppm interop serve` (DAP resources under /dap), its tasks added with
+    add_task in either dialect, for dap-09 (the draft-07 bodies exactly)."""
+    rc = main(["conformance", "--role", "helper", "--profile", "dap-09", "--target",
+               interop_helper + "dap/", "--interop-api", interop_helper, "--dialect", dialect,
+               "--only", "H-AGG-INIT-001,H-AGG-INIT-009,H-SHARE-001", "--json",
+               "--timeout", "10"])
+    out = json.loads(capsys.readouterr().out)
+    outcomes = {r["id"]: (r["outcome"], r["detail"]) for r in out["results"]}
+    assert rc == 0 and all(o == "pass" for o, _ in outcomes.values()), outcomes
