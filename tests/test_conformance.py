@@ -9,6 +9,7 @@ provisioning (draft-07 and Janus dialects) works against `ppm interop serve`."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import xml.etree.ElementTree as ET
@@ -43,7 +44,10 @@ def run_suite(servers: dict[str, str], role: str, profile: str, tmp_path: Path,
               capsys: pytest.CaptureFixture[str], *extra: str) -> tuple[int, dict[str, Any],
                                                                         Path]:
     target = servers[role]
-    junit = tmp_path / f"{role}-{profile}.xml"
+    # .ci/run keeps the JUnit reports (PPM_CONFORMANCE_JUNIT_DIR).
+    out_dir = Path(os.environ.get("PPM_CONFORMANCE_JUNIT_DIR") or tmp_path)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    junit = out_dir / f"conformance-{role}-{profile}.xml"
     rc = main(["conformance", "--role", role, "--profile", profile, "--target", target,
                "--admin", target, "--admin-token", ADMIN_TOKEN,
                "--helper-url", servers["helper"], "--helper-admin", servers["helper"],

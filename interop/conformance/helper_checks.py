@@ -616,11 +616,11 @@ async def slow_init(ctx: Ctx) -> None:
     head = request_head(ctx.profile.request("aggregation_job_init")[0], url,
                         ctx.profile.media_type_for("AggregationJobInitReq"), 1000,
                         peer.headers())
+    items = await peer.prepared(1)  # the HPKE configuration fetched beforehand
     slow = asyncio.create_task(raw_exchange(url, head, [(b"\x00", 0.1)] * 20,
                                             close_early=True))
     try:
         await asyncio.sleep(0.2)
-        items = await peer.prepared(1)
         ans, _ = await asyncio.wait_for(peer.init(peer.init_body(items)), 1.5)
         peer.finish(items, ans)
         if slow.done():

@@ -715,11 +715,12 @@ async def slow_request(ctx: Ctx) -> None:
     pt, peer = await _peer(ctx)
     ct = ctx.profile.media_type_for(ctx.profile.message_names["upload"])
     head = request_head(ctx.profile.request("upload")[0], peer.upload_url(), ct, 1000)
+    reports = await peer.reports(1)  # the HPKE configurations fetched beforehand
     slow = asyncio.create_task(raw_exchange(peer.upload_url(), head,
                                             [(b"\x00", 0.1)] * 20, close_early=True))
     try:
         await asyncio.sleep(0.2)
-        refused = await asyncio.wait_for(peer.upload(await peer.reports(1)), 1.5)
+        refused = await asyncio.wait_for(peer.upload(reports), 1.5)
         if refused:
             raise Fail(f"valid report refused: {list(refused.values())}")
         if slow.done():
