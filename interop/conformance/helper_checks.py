@@ -634,3 +634,116 @@ async def slow_init(ctx: Ctx) -> None:
             await slow
         except (asyncio.CancelledError, OSError):
             pass
+
+
+# -- HPKE configuration, extensions, aggregation parameters, share resources ----------------
+
+
+@check("H-HPKE-001", "helper", MUST, "GET hpke_config answers the HPKE configurations",
+       refs={"dap-19": "4.4.1", "dap-18": "4.4.1", "dap-09": "4.4.1"},
+       sends="GET {helper}/hpke_config (DAP-09: ?task_id=...)",
+       expects="200, Content-Type of HpkeConfigList, a non-empty HpkeConfigList with "
+               "distinct config IDs", tags=("hpke",))
+async def helper_hpke_config(ctx: Ctx) -> None:
+    from interop.conformance.leader_checks import hpke_config
+
+    await hpke_config(ctx)
+
+
+@check("H-AGG-INIT-021", "helper", MUST, "an unknown aggregation job extension is refused",
+       refs={"dap-19": "4.5.1, 4.5.3.2", "dap-18": "4.5.1, 4.5.3.2"}, profiles=DAP18,
+       not_applicable="DAP-09 aggregation jobs have no extensions",
+       sends="an AggregationJobInitReq with an extension of unregistered type 0xFFFE",
+       expects="4xx problem document of type unsupportedExtension",
+       tags=("aggregate", "extension"))
+async def init_unknown_job_extension(ctx: Ctx) -> None:
+    pt, peer = await _peer(ctx)
+    items = await peer.prepared(1)
+    m = pt.task.profile.messages
+    req = m.AggregationJobInitReq.decode(peer.init_body(items))
+    import dataclasses as dc
+
+    bad = dc.replace(req, extensions=(m.AggregationJobExtension(0xFFFE, b""),))
+    ans, _ = await peer.init(bytes(bad.encode()))
+    ctx.expect_problem(ans, "unsupportedExtension")
+
+
+@check("H-AGG-INIT-022", "helper", MUST, "an invalid aggregation parameter is refused",
+       refs={"dap-19": "4.3, 4.5.3.2", "dap-18": "4.3, 4.5.3.2", "dap-09": "4.5.1.2"},
+       sends="an AggregationJobInitReq with aggregation parameter 0x01 (Prio3 takes none)",
+       expects="4xx of type invalidAggregationParameter (DAP-09: invalidMessage), or every "
+               "report rejected", tags=("aggregate", "malformed", "agg-param"))
+async def init_bad_agg_param(ctx: Ctx) -> None:
+    from dap.common import VerifyRespType
+
+    pt, peer = await _peer(ctx)
+    items = await peer.prepared(1)
+    body = bytes(peer.wire.encode_init_req(peer.atask, b"\x01", None,
+                                           [(p.report, p.payload) for p in items]))
+    ans, _ = await peer.init(body)
+    if ans.status >= 400:
+        ctx.expect_problem(ans, "invalidAggregationParameter")
+        return
+    if any(r.kind != VerifyRespType.REJECT for r in peer.responses(ans)):
+        raise Fail("a report was continued under an invalid aggregation parameter")
+
+
+@check("H-AGG-INIT-023", "helper", MUST, "a report with an unknown extension is rejected",
+       refs={"dap-19": "4.5.3.4 (#789)", "dap-18": "4.5.3.4"}, profiles=DAP18,
+       not_applicable="DAP-09's extensions are checked the same way inside the share; "
+                      "not covered",
+       sends="a job of a report with a public report extension of unregistered type 0xFFFE",
+       expects="the report rejected (DAP-18: invalid_message; DAP-19: "
+               "unsupported_extension)", tags=("aggregate", "extension", "report-error"))
+async def init_unknown_report_extension(ctx: Ctx) -> None:
+    pt, peer = await _peer(ctx)
+    helper = await peer.helper_config()
+    report = peer.flow.generate_report(pt.task, 1, time=peer.flow.report_time(
+        pt.task, time.time()), leader_hpke_config=peer.keypair.config,
+        helper_hpke_config=helper, extensions=[(0xFFFE, b"")])
+    item = peer.prepare(report)
+    ans, _ = await peer.init(peer.init_body([item]))
+    peer.expect_rejected(ans, item, (ReportError.INVALID_MESSAGE,
+                                     ReportError.UNSUPPORTED_EXTENSION))
+
+
+@check("H-SHARE-010", "helper", MUST, "an aggregate share can be fetched again",
+       refs={"dap-19": "3.1, 4.6.4", "dap-18": "3.1, 4.6.4"}, profiles=DAP18,
+       not_applicable="DAP-09 aggregate shares are not resources",
+       sends="a valid AggregateShareReq, then GET of its Location",
+       expects="200 with the same AggregateShare", tags=("collect", "poll"))
+async def share_get(ctx: Ctx) -> None:
+    from dap.origin import resolve_location
+
+    pt, peer = await _peer(ctx)
+    outs = await peer.aggregate(int(pt.task.min_batch_size))
+    ans = await peer.share(peer.share_body(peer.interval(), [p.report_id for p, _ in outs]))
+    ctx.expect_success(ans, message="AggregateShare")
+    loc = ans.headers.get("location")
+    if not loc:
+        raise Fail("the aggregate share has no Location")
+    url = resolve_location(ctx.url("aggregate_shares", pt), loc)
+    again = await ctx.send("GET", url, headers=peer.headers())
+    ctx.expect_success(again, 200, "AggregateShare")
+    if again.body != ans.body:
+        raise Fail("the fetched AggregateShare differs from the first answer")
+
+
+@check("H-SHARE-011", "helper", MUST, "a deleted aggregate share is gone",
+       refs={"dap-19": "4.6.5", "dap-18": "4.6.5"}, profiles=DAP18,
+       not_applicable="DAP-09 aggregate shares are not resources",
+       sends="a valid AggregateShareReq, DELETE of its Location, then GET",
+       expects="DELETE answers 2xx; the GET 4xx", tags=("collect", "delete"))
+async def share_delete(ctx: Ctx) -> None:
+    from dap.origin import resolve_location
+
+    pt, peer = await _peer(ctx)
+    outs = await peer.aggregate(int(pt.task.min_batch_size))
+    ans = await peer.share(peer.share_body(peer.interval(), [p.report_id for p, _ in outs]))
+    ctx.expect_success(ans, message="AggregateShare")
+    loc = ans.headers.get("location")
+    if not loc:
+        raise Fail("the aggregate share has no Location")
+    url = resolve_location(ctx.url("aggregate_shares", pt), loc)
+    ctx.expect_success(await ctx.send("DELETE", url, headers=peer.headers()))
+    ctx.expect_problem(await ctx.send("GET", url, headers=peer.headers()))

@@ -738,3 +738,160 @@ async def slow_request(ctx: Ctx) -> None:
 
 # The unknown Interval import is kept for query building in the checks above.
 _ = (Interval, Time, Duration)
+
+
+# -- extensions, aggregation parameters, optional behaviour ---------------------------------
+
+UNKNOWN_EXTENSION = 0xFFFE  # no draft registers it (this project's is 0xFF01)
+
+
+async def _expect_discarded(ctx: Ctx, peer: LeaderPeer, bodies: list[bytes],
+                            tokens: tuple[str, ...], errors: tuple[ReportError, ...],
+                            what: str) -> None:
+    """Upload min_batch_size good reports and each bad upload body: the bad one is
+    refused as a whole (4xx of one of ``tokens``), refused per report (one of
+    ``errors``) or accepted; a collection then counts only the good reports."""
+    mbs = int(peer.task.min_batch_size)
+    await peer.upload(await peer.reports(mbs))
+    for body in bodies:
+        ans = await peer.upload_raw(body)
+        if ans.status >= 400:
+            ctx.expect_problem(ans, any_of=tokens)
+            continue
+        try:
+            refused = peer.flow.decode_upload_errors(ans.body)
+        except Exception as exc:  # noqa: BLE001 - decode errors
+            raise Fail(f"upload answer does not decode: {exc}") from None
+        for err in refused.values():
+            if err not in errors:
+                raise Fail(f"{what}: refused with {err.name.lower()}, expected one of "
+                           f"{', '.join(e.name.lower() for e in errors)}")
+    _expect_count(int((await peer.collect()).report_count), mbs, what)
+
+
+@check("L-UPLOAD-017", "leader", MUST, "a report with an unknown extension is discarded",
+       refs={"dap-19": "4.4.2.2, 4.5.3.4 (#789)", "dap-18": "4.4.2.2"}, profiles=DAP18,
+       not_applicable="DAP-09's upload extensions are inside the encrypted shares",
+       sends="min_batch_size valid reports and one with a public report extension of "
+             "unregistered type 0xFFFE; a collection",
+       expects="the report refused (DAP-18: the upload aborted with unsupportedExtension, "
+               "or the report refused; DAP-19: unsupported_extension for the report) or "
+               "accepted, and never counted", tags=("upload", "extension", "collect"))
+async def upload_unknown_extension(ctx: Ctx) -> None:
+    pt, peer = await _peer(ctx)
+    leader, helper = await peer.configs()
+    t = peer.flow.report_time(pt.task, time.time())
+    bad = peer.flow.generate_report(pt.task, 1, time=t, leader_hpke_config=leader,
+                                    helper_hpke_config=helper,
+                                    extensions=[(UNKNOWN_EXTENSION, b"")])
+    _, body = peer.flow.encode_upload([bad])
+    await _expect_discarded(ctx, peer, [body], ("unsupportedExtension",),
+                            (ReportError.UNSUPPORTED_EXTENSION, ReportError.INVALID_MESSAGE),
+                            "unknown extension")
+
+
+@check("L-UPLOAD-018", "leader", MUST, "a report with extensions out of order is discarded",
+       refs={"dap-19": "4.4.3, 4.5.3.4", "dap-18": "4.4.3, 4.5.3.4"}, profiles=DAP18,
+       not_applicable="DAP-09's upload extensions are inside the encrypted shares",
+       sends="min_batch_size valid reports and one whose public extensions 0xFFF1, 0xFFF0 "
+             "are not in increasing order; a collection",
+       expects="the upload refused with invalidExtension/invalidMessage, or the report "
+               "refused (invalid_message), or accepted; never counted",
+       tags=("upload", "extension", "malformed", "collect"))
+async def upload_unsorted_extensions(ctx: Ctx) -> None:
+    pt, peer = await _peer(ctx)
+    leader, helper = await peer.configs()
+    t = peer.flow.report_time(pt.task, time.time())
+    report = peer.flow.generate_report(pt.task, 1, time=t, leader_hpke_config=leader,
+                                       helper_hpke_config=helper,
+                                       extensions=[(0xFFF0, b""), (0xFFF1, b"")])
+    _, body = peer.flow.encode_upload([report])
+    # ReportMetadata: report_id (16), time (8), extensions length (2), then two
+    # extensions of 4 bytes each (type, empty data): swap them.
+    at = 16 + 8 + 2
+    if body[at:at + 2] != b"\xff\xf0" or body[at + 4:at + 6] != b"\xff\xf1":
+        raise Fail("the suite's report does not have the expected layout")
+    swapped = body[:at] + body[at + 4:at + 8] + body[at:at + 4] + body[at + 8:]
+    await _expect_discarded(ctx, peer, [swapped],
+                            ("invalidExtension", "invalidMessage", "unsupportedExtension"),
+                            (ReportError.INVALID_MESSAGE, ReportError.UNSUPPORTED_EXTENSION),
+                            "unsorted extensions")
+
+
+@check("L-UPLOAD-019", "leader", MAY, "a report into a collected batch is refused",
+       refs={"dap-19": "4.4.2.2", "dap-18": "4.4.2.2", "dap-09": "4.4.2"},
+       sends="a collection of the current interval, then a new report of now",
+       expects="the report refused with batch_collected or report_replayed (DAP-09: "
+               "reportRejected); the draft requires that it is discarded, and allows "
+               "saying so", tags=("upload", "collect", "report-error"))
+async def upload_into_collected(ctx: Ctx) -> None:
+    pt, peer = await _peer(ctx)
+    await peer.upload(await peer.reports(int(pt.task.min_batch_size)))
+    await peer.collect()
+    late = await peer.reports(1)
+    refused = await peer.upload(late)
+    err = refused.get(peer.flow.report_id(late[0]))
+    if err not in (ReportError.BATCH_COLLECTED, ReportError.REPORT_REPLAYED,
+                   ReportError.REPORT_DROPPED):
+        raise Fail(f"expected batch_collected/report_replayed, got "
+                   f"{err.name.lower() if err else 'accepted'}")
+
+
+@check("L-COLL-017", "leader", MUST, "an invalid aggregation parameter is refused",
+       refs={"dap-19": "4.3, 4.6.1", "dap-18": "4.3, 4.6.1", "dap-09": "4.6.1"},
+       sends="a collection job request with aggregation parameter 0x01 (Prio3 takes none)",
+       expects="4xx of type invalidAggregationParameter (DAP-09: invalidMessage), at "
+               "creation or when polled", tags=("collect", "malformed", "agg-param"))
+async def collect_bad_agg_param(ctx: Ctx) -> None:
+    pt, peer = await _peer(ctx)
+    await peer.upload(await peer.reports(int(pt.task.min_batch_size)))
+    message, body = peer.collection_body(agg_param=b"\x01")
+    ans, url = await peer.start_collection(body, message)
+    if ans.status >= 400:
+        ctx.expect_problem(ans, "invalidAggregationParameter")
+        return
+    assert url is not None
+    polled = await peer.poll_until(url, ctx.timeout)
+    ctx.expect_problem(polled, "invalidAggregationParameter")
+
+
+@check("L-COLL-018", "leader", MUST, "an unknown collection job extension is refused",
+       refs={"dap-19": "4.6.1, 4.6.2", "dap-18": "4.6.1, 4.6.2"}, profiles=DAP18,
+       not_applicable="DAP-09 collection requests have no extensions",
+       sends="a collection job request with an extension of unregistered type 0xFFFE",
+       expects="4xx problem document of type unsupportedExtension (at creation or when "
+               "polled)", tags=("collect", "extension"))
+async def collect_unknown_extension(ctx: Ctx) -> None:
+    pt, peer = await _peer(ctx)
+    m = pt.task.profile.messages
+    req = m.CollectionJobReq(peer.query(), b"",
+                             (m.CollectionJobExtension(UNKNOWN_EXTENSION, b""),))
+    ans, url = await peer.start_collection(bytes(req.encode()), "CollectionJobReq")
+    if ans.status >= 400:
+        ctx.expect_problem(ans, "unsupportedExtension")
+        return
+    assert url is not None
+    ctx.expect_problem(await peer.poll_until(url, ctx.timeout), "unsupportedExtension")
+
+
+@check("L-HPKE-004", "leader", MAY, "hpke_config without a task ID",
+       refs={"dap-09": "4.4.1"}, profiles=("dap-09",),
+       not_applicable="the hpke_config resource has no task ID after DAP-09",
+       sends="GET {leader}/hpke_config without task_id",
+       expects="200 with an HpkeConfigList (any media type: the request names no task, so "
+               "no draft), or 4xx problem document of type missingTaskID",
+       tags=("hpke",))
+async def hpke_missing_task_id(ctx: Ctx) -> None:
+    ans = await ctx.send("GET", ctx.profile.resource_url("hpke_config", ctx.target))
+    from dap.common import HpkeConfigList
+
+    if ans.status >= 400:
+        ctx.expect_problem(ans, "missingTaskID")
+        return
+    # An Aggregator that serves several drafts cannot tell which one a request without
+    # a task ID speaks: its media type is not checked (ours answers DAP-19's).
+    ctx.expect_success(ans, 200)
+    try:
+        HpkeConfigList.decode(ans.body)
+    except Exception as exc:  # noqa: BLE001 - decode errors
+        raise Fail(f"HpkeConfigList does not decode: {exc}") from None
