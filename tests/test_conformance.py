@@ -149,13 +149,11 @@ def test_task_files(servers: dict[str, str], tmp_path: Path,
     files = []
     for i in range(2):
         out_dir = tmp_path / f"t{i}"
-        proc = subprocess.run(
-            [sys.executable, "-m", "ppm", "task", "create", "--vdaf", "Prio3Count",
-             "--profile", "dap-18", "--min-batch-size", "2", "--time-precision", "3600",
-             "--leader-admin", servers["leader"], "--helper-admin", servers["helper"],
-             "--admin-token", ADMIN_TOKEN, "--out-dir", str(out_dir)],
-            cwd=ROOT, capture_output=True, text=True, timeout=60)
-        assert proc.returncode == 0, proc.stderr
+        assert main(["task", "create", "--vdaf", "Prio3Count", "--profile", "dap-18",
+                     "--min-batch-size", "2", "--time-precision", "3600",
+                     "--leader-admin", servers["leader"], "--helper-admin", servers["helper"],
+                     "--admin-token", ADMIN_TOKEN, "--out-dir", str(out_dir)]) == 0
+        capsys.readouterr()
         files += ["--task-file", str(out_dir / "collector-task.json")]
     rc = main(["conformance", "--role", "leader", "--profile", "dap-18", "--target",
                servers["leader"], *files, "--only", "L-UPLOAD-001,L-COLL-009,L-HPKE-001",
