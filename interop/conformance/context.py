@@ -61,7 +61,7 @@ class Ctx:
     settle: float = 2.0
     timeout: float = 20.0
     # Bytes of the body sent by the oversized-request checks.
-    oversize_bytes: int = 20 * 1024 * 1024
+    oversize_bytes: int = 64 * 1024 * 1024 + 1
     log: list[str] = field(default_factory=list)
 
     # -- tasks --------------------------------------------------------------------------

@@ -143,8 +143,8 @@ def janus_add_task_body(profile: Profile, *, role: str, task_id: str, leader: st
                         min_batch_size: int, max_batch_size: int | None,
                         time_precision: int, task_expiration: int | None,
                         vdaf_verify_key: str, leader_token: str,
-                        collector_token: str | None, collector_hpke_config: str
-                        ) -> dict[str, Any]:
+                        collector_token: str | None, collector_hpke_config: str,
+                        task_start: int | None = None) -> dict[str, Any]:
     """The add_task body of Janus's interop binaries (``janus_interop_aggregator``: the
     draft-07 fields, ``query_type`` 1/2, ``max_batch_size`` for fixed-size tasks and
     ``task_expiration`` in seconds).
@@ -165,7 +165,10 @@ def janus_add_task_body(profile: Profile, *, role: str, task_id: str, leader: st
     if collector_token is not None:
         body["collector_authentication_token"] = collector_token
     if profile.interop is not None and profile.interop.runner_sends_dap_version:
+        # DAP-18/19 (Janus main): the version and the task's start.
         body["dap_version"] = profile.name
+        if task_start is not None:
+            body["task_start"] = task_start
     return body
 
 
@@ -202,6 +205,7 @@ class InteropProvisioner(Provisioner):
         hpke = b64(collector_config.encode())
         vdaf = {"type": "Prio3Count"}
         if self.dialect == "janus":
+            start = needs.task_window[0] if needs.task_window else None
             return {role: janus_add_task_body(
                 self.profile, role=role, task_id=task_id, leader=self.leader_url,
                 helper=self.helper_url, vdaf=vdaf, batch_mode=mode,
@@ -209,13 +213,18 @@ class InteropProvisioner(Provisioner):
                 time_precision=tp, task_expiration=task_end,
                 vdaf_verify_key=b64(verify_key), leader_token=leader_token,
                 collector_token=collector_token if role == "leader" else None,
-                collector_hpke_config=hpke) for role in ("leader", "helper")}
+                collector_hpke_config=hpke, task_start=start)
+                for role in ("leader", "helper")}
         # draft-07: the runner's bodies (interop.runner._task_bodies).
         bodies = self.profile.interop.task_bodies(
             self.profile, task_id=task_id, leader=self.leader_url, helper=self.helper_url,
             vdaf=vdaf, batch_mode=mode, min_batch_size=needs.min_batch_size,
             time_precision=tp, task_end=task_end, collector_token=collector_token)
         aggregator = dict(bodies.aggregator)
+        if needs.task_window is not None and self.profile.interop.runner_sends_dap_version:
+            # DAP-18/19 tasks have a start (DAP-09's have only an expiration).
+            for body in (aggregator,):
+                body["task_start"] = needs.task_window[0]
         if max_batch is not None:
             aggregator["max_batch_size"] = max_batch
         aggregator.update(leader_authentication_token=leader_token,

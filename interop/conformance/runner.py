@@ -38,7 +38,7 @@ class Result:
 class Options:
     settle: float = 2.0
     timeout: float = 20.0
-    oversize_bytes: int = 20 * 1024 * 1024
+    oversize_bytes: int = 64 * 1024 * 1024 + 1
     concurrency: int = 4
 
 
