@@ -83,9 +83,11 @@ class FaultProxy:
                    if k.lower() not in ("host", "content-length", "transfer-encoding",
                                         "connection")}
         if f is not None and f.request is not None:
+            f.state.pop("body", None)
             instead = f.request(self, request, headers, body)
             if instead is not None:
                 return instead
+            body = f.state.pop("body", body)
         async with self.session.request(request.method, self.upstream + request.path_qs,
                                         data=body, headers=headers,
                                         allow_redirects=False) as resp:
@@ -276,6 +278,40 @@ def no_duplicate_check(mp: pytest.MonkeyPatch) -> None:
     mp.setattr(dap.core.helper, "_check_init_request", lenient)
 
 
+def accept_unknown_report_extensions(mp: pytest.MonkeyPatch) -> None:
+    import dap.core.helper
+    import dap.core.leader
+
+    for module in (dap.core.leader, dap.core.helper):
+        mp.setattr(module, "RECOGNIZED_REPORT_EXTENSIONS",
+                   frozenset(module.RECOGNIZED_REPORT_EXTENSIONS) | {0xFFFE})
+
+
+def accept_any_agg_param(mp: pytest.MonkeyPatch) -> None:
+    from vdaf.prio3 import Prio3
+
+    mp.setattr(Prio3, "decode_agg_param", lambda self, data: None)
+
+
+def drop_unknown_job_extensions(proxy: FaultProxy, req: web.Request, h: Headers, b: bytes
+                                ) -> web.Response | None:
+    """The Helper ignores aggregation job extensions it does not know (the proxy removes
+    them before it sees the request)."""
+    import dataclasses
+
+    from dap.profiles.dap18 import messages as m18
+
+    if req.method == "POST" and req.path.endswith("/aggregation_jobs"):
+        try:
+            init = m18.AggregationJobInitReq.decode(b)
+        except Exception:  # noqa: BLE001 - not ours to judge
+            return None
+        kept = tuple(e for e in init.extensions if e.extension_type != 0xFFFE)
+        proxy.fault.state["body"] = bytes(dataclasses.replace(init, extensions=kept).encode()) \
+            if proxy.fault else b
+    return None
+
+
 def _bump_status(doc: dict[str, Any]) -> None:
     if isinstance(doc.get("status"), int):
         doc["status"] = 400 if doc["status"] != 400 else 404
@@ -345,6 +381,14 @@ FAULTS = [
           ("L-COLL-011", "L-COLL-014"), response=strip_header("Location", "POST")),
     Fault("hpke_config without Cache-Control", "leader", "dap-18", ("L-HPKE-002",),
           response=strip_header("Cache-Control")),
+    Fault("unknown report extensions accepted", "leader", "dap-18", ("L-UPLOAD-017",),
+          patch=accept_unknown_report_extensions),
+    Fault("Helper accepts an invalid aggregation parameter", "helper", "dap-19",
+          ("H-AGG-INIT-022",), patch=accept_any_agg_param),
+    Fault("Leader accepts an invalid aggregation parameter", "leader", "dap-09",
+          ("L-COLL-017",), patch=accept_any_agg_param),
+    Fault("Helper ignores unknown aggregation job extensions", "helper", "dap-18",
+          ("H-AGG-INIT-021",), request=drop_unknown_job_extensions),
 ]
 
 
