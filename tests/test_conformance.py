@@ -133,6 +133,45 @@ def test_selection_by_id_prefix_tag_and_level() -> None:
         == len(checks)
 
 
+def test_exit_status_and_junit_of_failures(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+                                           capsys: pytest.CaptureFixture[str]) -> None:
+    """Exit status 1 only when a MUST check fails; the JUnit report carries the failure's
+    detail and the skip's reason."""
+    from interop.conformance import runner
+
+    checks = {c.id: c for c in cat.catalogue("leader")}
+    must, should = checks["L-UPLOAD-001"], checks["L-PROBLEM-001"]
+    skipped = checks["L-HPKE-003"]
+
+    def fake(outcomes: dict[str, str]) -> Any:
+        async def run(profile: Any, role: str, target: str, prov: Any, selected: Any,
+                      opts: Any) -> list[runner.Result]:
+            return [runner.Result(c, outcomes.get(c.id, runner.PASS),
+                                  f"detail of {c.id}", 0.1, ["POST x: HTTP 500"])
+                    for c in selected]
+        return run
+
+    args = ["conformance", "--role", "leader", "--profile", "dap-18", "--target",
+            "http://127.0.0.1:1/", "--task-file", str(tmp_path / "none.json")]
+    monkeypatch.setattr("interop.conformance.provision.TaskFileProvisioner.__init__",
+                        lambda self, *a, **k: None)
+    junit = tmp_path / "r.xml"
+    monkeypatch.setattr(runner, "run_checks", fake({should.id: runner.FAIL,
+                                                    skipped.id: runner.SKIP}))
+    assert main([*args, "--junit-xml", str(junit)]) == 0
+    assert "0 MUST" in capsys.readouterr().out
+    monkeypatch.setattr(runner, "run_checks", fake({must.id: runner.FAIL}))
+    assert main([*args, "--junit-xml", str(junit)]) == 1
+    assert "FAIL" in capsys.readouterr().out
+    suite = ET.parse(junit).getroot().find("testsuite")
+    assert suite is not None and suite.get("failures") == "1"
+    failure = next(c for c in suite.findall("testcase") if c.find("failure") is not None)
+    assert must.id in str(failure.get("name"))
+    fail_el = failure.find("failure")
+    assert fail_el is not None and fail_el.get("type") == "MUST"
+    assert f"detail of {must.id}" in (fail_el.text or "")
+
+
 def test_cli_usage_errors(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["conformance", "--role", "leader"]) == 2
     assert "--role, --profile and --target" in capsys.readouterr().err

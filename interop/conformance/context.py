@@ -14,7 +14,7 @@ import aiohttp
 from dap.problems import PROBLEM_MEDIA_TYPE
 from dap.profiles import Profile
 from dap.provision import ProvisionedTask
-from interop.conformance.catalogue import Fail
+from interop.conformance.catalogue import Fail, Skip
 from interop.conformance.provision import Provisioner, ProvisionFailed, TaskNeeds
 
 
@@ -66,9 +66,14 @@ class Ctx:
 
     # -- tasks --------------------------------------------------------------------------
     async def task(self, needs: TaskNeeds | None = None) -> ProvisionedTask:
+        needs = needs or TaskNeeds()
         try:
-            return await self.provisioner.new_task(needs or TaskNeeds())
+            return await self.provisioner.new_task(needs)
         except ProvisionFailed as exc:
+            if needs.task_window is not None:
+                # An implementation may refuse a task that has ended or not started:
+                # not a protocol failure.
+                raise Skip(f"the target refused a task with this interval: {exc}") from None
             raise Fail(f"cannot provision the check's task: {exc}") from None
 
     def url(self, resource: str, pt: ProvisionedTask | None = None, base: str | None = None,
