@@ -747,3 +747,25 @@ async def share_delete(ctx: Ctx) -> None:
     url = resolve_location(ctx.url("aggregate_shares", pt), loc)
     ctx.expect_success(await ctx.send("DELETE", url, headers=peer.headers()))
     ctx.expect_problem(await ctx.send("GET", url, headers=peer.headers()))
+
+
+@check("H-SHARE-012", "helper", MUST, "leader-selected batches: a batch is aggregated and "
+       "its share answered", refs={"dap-19": "5.2", "dap-18": "5.2",
+                                   "dap-09": "4.5.1.1, 4.6.2"},
+       batch_mode="leader_selected",
+       sends="a job of min_batch_size reports in a batch the suite names (DAP-18/19: the "
+             "leader_selected_batch_id extension; DAP-09: the partial batch selector), then "
+             "an AggregateShareReq of that batch ID",
+       expects="every report continued; 2xx with an AggregateShare that unshards to the "
+               "count", tags=("aggregate", "collect", "leader-selected"))
+async def share_leader_selected(ctx: Ctx) -> None:
+    pt, peer = await _peer(ctx, TaskNeeds(batch_mode="leader_selected"))
+    if pt.collector_keypair is None:
+        raise Skip("the task file has no collector_private_key")
+    batch_id = secrets.token_bytes(32)
+    outs = await peer.aggregate(int(pt.task.min_batch_size), batch_id=batch_id)
+    ans = await peer.share(peer.share_body(None, [p.report_id for p, _ in outs],
+                                           batch_id=batch_id))
+    result = peer.check_share(ans, None, outs, batch_id=batch_id)
+    if result != len(outs):
+        raise Fail(f"the aggregate of {len(outs)} ones is {result}")

@@ -430,9 +430,10 @@ class HelperPeer:
             out.append((p, state.out_share))
         return out
 
-    async def aggregate(self, n: int) -> list[tuple[Prepared, Any]]:
+    async def aggregate(self, n: int, batch_id: bytes | None = None
+                        ) -> list[tuple[Prepared, Any]]:
         items = await self.prepared(n)
-        ans, _ = await self.init(self.init_body(items))
+        ans, _ = await self.init(self.init_body(items, batch_id=batch_id))
         return self.finish(items, ans)
 
     # -- aggregate shares -----------------------------------------------------------------
@@ -441,18 +442,22 @@ class HelperPeer:
         start = int(time.time()) // tp - 1 if start_unit is None else start_unit
         return Interval(Time(start), Duration(units))
 
-    def coll_req(self, interval: Interval) -> Any:
-        query = self.flow.query_interval(self.task, interval)
+    def coll_req(self, interval: Interval | None) -> Any:
+        """The Collector's request the share request carries or binds: a time-interval
+        query, or (``interval`` None) a leader-selected current-batch query."""
+        query = self.flow.query_interval(self.task, interval) if interval is not None \
+            else self.flow.query_current_batch(self.task)
         req = self.flow.collection_request(query, b"")
         return self.wire.decode_collection_req(self.atask, bytes(req.encode())), req
 
-    def share_body(self, interval: Interval, report_ids: Sequence[bytes],
-                   report_count: int | None = None, checksum: bytes | None = None) -> bytes:
+    def share_body(self, interval: Interval | None, report_ids: Sequence[bytes],
+                   report_count: int | None = None, checksum: bytes | None = None,
+                   batch_id: bytes | None = None) -> bytes:
         from dap.common import batch_checksum
 
         coll, _ = self.coll_req(interval)
         return bytes(self.wire.encode_share_req(
-            self.atask, coll, interval, None,
+            self.atask, coll, interval, batch_id,
             len(report_ids) if report_count is None else report_count,
             batch_checksum(report_ids) if checksum is None else checksum))
 
@@ -476,8 +481,9 @@ class HelperPeer:
                 await asyncio.sleep(0.1)
         return ans
 
-    def check_share(self, ans: Answer, interval: Interval,
-                    outs: Sequence[tuple[Prepared, Any]]) -> Any:
+    def check_share(self, ans: Answer, interval: Interval | None,
+                    outs: Sequence[tuple[Prepared, Any]], batch_id: bytes | None = None
+                    ) -> Any:
         """The aggregate result of the Helper's share and the suite's Leader share, as
         the Collector would compute it (Fail if the share does not open)."""
         from dap.common import Role
@@ -492,9 +498,11 @@ class HelperPeer:
         for _, out in outs:
             agg = vdaf.agg_update(None, agg, out)
         coll, req = self.coll_req(interval)
-        leader_ct = self.wire.encrypt_agg_share(self.atask, Role.LEADER, coll, interval, None,
-                                                vdaf.encode_agg_share(agg))
-        body = self.wire.encode_collection(self.atask, coll, None, len(outs), interval,
+        leader_ct = self.wire.encrypt_agg_share(self.atask, Role.LEADER, coll, interval,
+                                                batch_id, vdaf.encode_agg_share(agg))
+        # The collection's interval (of the reports' times, for a leader-selected batch).
+        spanned = interval or self.interval(units=3)
+        body = self.wire.encode_collection(self.atask, coll, batch_id, len(outs), spanned,
                                            leader_ct, helper_ct)
         try:
             resp = self.flow.decode_collection(body)
