@@ -61,6 +61,16 @@ class Check:
     # What the check's task must be: "time_interval" or "leader_selected" batch mode.
     batch_mode: str = "time_interval"
     func: CheckFunc | None = field(default=None, compare=False, repr=False)
+    # Profiles whose draft states the requirement at another level (DAP-09 lets a Leader
+    # ignore an expired report where DAP-18 says it MUST discard it).
+    levels: dict[str, Level] = field(default_factory=dict, compare=False)
+
+    def level_for(self, profile: str) -> Level:
+        return self.levels.get(profile, self.level)
+
+    def level_text(self) -> str:
+        others = ", ".join(f"{p}: {lv}" for p, lv in self.levels.items())
+        return f"{self.level} ({others})" if others else str(self.level)
 
     def ref_text(self, profile: str | None = None) -> str:
         """``draft-ietf-ppm-dap-18 §4.4.2`` for one profile, or every profile's."""
@@ -90,7 +100,8 @@ _CHECKS: dict[str, Check] = {}
 def check(id: str, role: str, level: Level, title: str, *, refs: dict[str, str],
           sends: str, expects: str, tags: Sequence[str] = (),
           profiles: Sequence[str] = SHIPPED, not_applicable: str = "",
-          batch_mode: str = "time_interval") -> Callable[[CheckFunc], CheckFunc]:
+          batch_mode: str = "time_interval", levels: dict[str, Level] | None = None
+          ) -> Callable[[CheckFunc], CheckFunc]:
     """Register the decorated coroutine as the check ``id``."""
     def register(func: CheckFunc) -> CheckFunc:
         if id in _CHECKS:
@@ -98,7 +109,7 @@ def check(id: str, role: str, level: Level, title: str, *, refs: dict[str, str],
         _CHECKS[id] = Check(id, role, level, title, dict(refs), sends, expects,
                             (role, *tags), tuple(profiles),
                             not_applicable or "the draft has no such requirement",
-                            batch_mode, func)
+                            batch_mode, func, dict(levels or {}))
         return func
     return register
 
@@ -142,11 +153,11 @@ def markdown(checks: Sequence[Check]) -> str:
                   "| ID | level | profiles | title | tags |", "|---|---|---|---|---|"]
         for c in role_checks:
             tags = ", ".join(t for t in c.tags if t != role)
-            lines.append(f"| [{c.id}](#{c.id.lower()}) | {c.level} | "
+            lines.append(f"| [{c.id}](#{c.id.lower()}) | {c.level_text()} | "
                          f"{', '.join(c.profiles)} | {c.title} | {tags} |")
         lines.append("")
         for c in role_checks:
-            lines += [f"### {c.id}", "", f"**{c.level}** {c.title}", "",
+            lines += [f"### {c.id}", "", f"**{c.level_text()}** {c.title}", "",
                       f"- From: {c.ref_text()}",
                       f"- Profiles: {', '.join(c.profiles)}"
                       + ("" if set(c.profiles) == set(SHIPPED)

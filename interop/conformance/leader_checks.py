@@ -86,12 +86,14 @@ async def hpke_config(ctx: Ctx) -> None:
 
 
 @check("L-HPKE-002", "leader", SHOULD, "hpke_config is cacheable",
-       refs={"dap-19": "4.4.1", "dap-18": "4.4.1"},
-       sends="GET {leader}/hpke_config",
-       expects="a Cache-Control header on the answer", tags=("hpke",), profiles=DAP18,
-       not_applicable="DAP-09 does not ask for Cache-Control")
+       refs={"dap-19": "4.4.1", "dap-18": "4.4.1", "dap-09": "4.4.1"},
+       sends="GET {leader}/hpke_config (DAP-09: ?task_id=...)",
+       expects="a Cache-Control header on the answer (the drafts: SHOULD permit client-side "
+               "caching, with the lifetime in Cache-Control)", tags=("hpke",))
 async def hpke_cache(ctx: Ctx) -> None:
-    ans = await ctx.send("GET", ctx.profile.resource_url("hpke_config", ctx.target))
+    pt = await ctx.task()
+    ans = await ctx.op("hpke_config", ctx.url(ctx.profile.request("hpke_config")[1], pt),
+                       None, None)
     ctx.expect_success(ans, 200)
     if "cache-control" not in ans.headers:
         raise Fail("no Cache-Control header")
@@ -217,11 +219,11 @@ async def upload_undecryptable(ctx: Ctx) -> None:
                                        "undecryptable share")
 
 
-@check("L-UPLOAD-008", "leader", MUST, "a report from the future is refused",
+@check("L-UPLOAD-008", "leader", SHOULD, "a report from the future is refused",
        refs={"dap-19": "4.4.2.2", "dap-18": "4.4.2.2", "dap-09": "4.4.2"},
        sends="a report whose time is two days ahead of now",
-       expects="refused with report_too_early (DAP-09: problem reportTooEarly), or accepted "
-               "and never counted in a collection of the current interval",
+       expects="refused with report_too_early (DAP-09: problem reportTooEarly): the "
+               "Leader SHOULD NOT accept it and SHOULD say why",
        tags=("upload", "time", "report-error"))
 async def upload_too_early(ctx: Ctx) -> None:
     pt, peer = await _peer(ctx)
@@ -232,11 +234,13 @@ async def upload_too_early(ctx: Ctx) -> None:
         raise Fail(f"expected report_too_early, got {err.name.lower() if err else 'accepted'}")
 
 
-@check("L-UPLOAD-009", "leader", MUST, "a report after the task's end is refused",
+@check("L-UPLOAD-009", "leader", SHOULD, "a report after the task's end is refused",
        refs={"dap-19": "4.4.2.2", "dap-18": "4.4.2.2", "dap-09": "4.4.2"},
        sends="a report of now to a task whose interval (DAP-09: expiration) ended an hour ago",
-       expects="refused (task_expired in DAP-18, report_dropped in DAP-19, reportRejected "
-               "in DAP-09)", tags=("upload", "time", "report-error"))
+       expects="refused (task_expired or report_dropped in DAP-18, report_dropped in "
+               "DAP-19, reportRejected in DAP-09): the Leader MUST discard it (DAP-09: MAY "
+               "ignore it) and SHOULD say so", tags=("upload", "time", "report-error"),
+       levels={"dap-09": MAY})
 async def upload_after_end(ctx: Ctx) -> None:
     tp = 3600
     now = int(time.time()) // tp * tp
@@ -262,11 +266,12 @@ async def _report_outside_interval(peer: LeaderPeer, pt: ProvisionedTask, leader
                                      leader_hpke_config=leader, helper_hpke_config=helper)
 
 
-@check("L-UPLOAD-010", "leader", MUST, "a report before the task's start is refused",
+@check("L-UPLOAD-010", "leader", SHOULD, "a report before the task's start is refused",
        refs={"dap-19": "4.4.2.2", "dap-18": "4.4.2.2"}, profiles=DAP18,
        not_applicable="DAP-09 tasks have no start",
        sends="a report of now to a task whose interval starts in a day",
-       expects="refused (task_not_started in DAP-18, report_dropped in DAP-19)",
+       expects="refused (task_not_started or report_dropped in DAP-18, report_dropped in "
+               "DAP-19): the Leader MUST discard it and SHOULD say so",
        tags=("upload", "time", "report-error"))
 async def upload_before_start(ctx: Ctx) -> None:
     tp = 3600

@@ -26,9 +26,14 @@ class Result:
     detail: str = ""
     seconds: float = 0.0
     log: list[str] = field(default_factory=list)
+    profile: str = ""
+
+    @property
+    def level(self) -> Level:
+        return self.check.level_for(self.profile)
 
     def to_json(self) -> dict[str, Any]:
-        return {"id": self.check.id, "level": str(self.check.level), "title": self.check.title,
+        return {"id": self.check.id, "level": str(self.level), "title": self.check.title,
                 "outcome": self.outcome, "detail": self.detail,
                 "seconds": round(self.seconds, 3), "tags": list(self.check.tags),
                 "requests": self.log}
@@ -57,6 +62,7 @@ async def run_checks(profile: Profile, role: str, target: str, provisioner: Prov
             ctx = Ctx(profile, role, target, provisioner, session, settle=opts.settle,
                       timeout=opts.timeout, oversize_bytes=opts.oversize_bytes)
             results[c.id] = await _run_one(ctx, c, opts)
+            results[c.id].profile = profile.name
 
         parallel = [c for c in checks if "robustness" not in c.tags]
         alone = [c for c in checks if "robustness" in c.tags]
@@ -96,7 +102,7 @@ async def _run_one(ctx: Ctx, c: Check, opts: Options) -> Result:
 
 
 def must_failed(results: Sequence[Result]) -> list[Result]:
-    return [r for r in results if r.outcome == FAIL and r.check.level == Level.MUST]
+    return [r for r in results if r.outcome == FAIL and r.level == Level.MUST]
 
 
 def summary(results: Sequence[Result]) -> dict[str, int]:
@@ -112,7 +118,7 @@ def table(results: Sequence[Result], profile: str, role: str, target: str) -> st
     width = max((len(r.check.id) for r in results), default=10)
     for r in results:
         mark = {PASS: "PASS", FAIL: "FAIL", SKIP: "skip"}[r.outcome]
-        lines.append(f"{r.check.id:<{width}}  {r.check.level:<6}  {mark}  "
+        lines.append(f"{r.check.id:<{width}}  {r.level:<6}  {mark}  "
                      f"{r.seconds:5.2f}s  {r.check.title}")
         if r.detail:
             lines.append(f"{'':<{width}}  {'':<6}        {r.detail}")
@@ -142,11 +148,11 @@ def junit_xml(results: Sequence[Result], profile: str, role: str, target: str) -
         ET.SubElement(props, "property", name=name, value=value)
     for r in results:
         case = ET.SubElement(suite, "testcase", classname=f"conformance.{role}.{profile}",
-                             name=f"{r.check.id} [{r.check.level}] {r.check.title}",
+                             name=f"{r.check.id} [{r.level}] {r.check.title}",
                              time=f"{r.seconds:.3f}")
         if r.outcome == FAIL:
             fail = ET.SubElement(case, "failure", message=r.detail[:500],
-                                 type=str(r.check.level))
+                                 type=str(r.level))
             fail.text = "\n".join([r.detail, "", *r.log])
         elif r.outcome == SKIP:
             ET.SubElement(case, "skipped", message=r.detail)
