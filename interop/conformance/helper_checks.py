@@ -362,14 +362,20 @@ async def init_wrong_method(ctx: Ctx) -> None:
 
 
 @check("H-AGG-CONT-001", "helper", MUST, "a continuation with the wrong step is refused",
-       refs=CONT, sends="a valid job, then an AggregationJobContinueReq for step 5",
+       refs=CONT, profiles=DAP18,
+       not_applicable="a DAP-09 continuation names at least one report, and with a "
+                      "one-round VDAF (Prio3) none awaits one: the report-ID check "
+                      "(invalidMessage) comes before the step check", sends="a valid job (at step 0), then an AggregationJobContinueReq for "
+                        "step 5 with no reports",
        expects="4xx problem document of type stepMismatch", tags=("aggregate", "step"))
 async def cont_step_mismatch(ctx: Ctx) -> None:
     pt, peer = await _peer(ctx)
     items = await peer.prepared(1)
     ans, job_url = await peer.init(peer.init_body(items))
     peer.finish(items, ans)
-    body = peer.wire.encode_continue_req(5, [(items[0].report_id, items[0].payload)])
+    # No report in the request: the report-ID checks that precede the step check
+    # (DAP-18 Section 4.5.4.2) hold vacuously, so stepMismatch is the one right answer.
+    body = peer.wire.encode_continue_req(5, [])
     cont = await ctx.op("aggregation_job_continue", job_url, body,
                         "AggregationJobContinueReq", peer.headers())
     ctx.expect_problem(cont, "stepMismatch")
@@ -418,20 +424,27 @@ async def get_job(ctx: Ctx) -> None:
         raise Fail("the polled AggregationJobResp differs from the first answer")
 
 
-@check("H-AGG-DEL-001", "helper", MUST, "a deleted job is gone",
-       refs={"dap-19": "4.5.5", "dap-18": "4.5.5"}, profiles=DAP18,
-       not_applicable="DAP-09 deletion is not observable: there is no GET of a job",
-       sends="a valid job, DELETE of its URL, then GET",
-       expects="DELETE answers 2xx; the GET 4xx (unrecognizedAggregationJob)",
-       tags=("aggregate", "delete"))
+@check("H-AGG-DEL-001", "helper", MUST, "a deleted job keeps its replay records",
+       refs={"dap-19": "4.5.5", "dap-18": "4.5.5", "dap-09": "4.5.2.1"},
+       sends="a valid job of a report, DELETE of the job, then a job (new ID) of that "
+             "report and a new one",
+       expects="DELETE answers 2xx; the old report is rejected with report_replayed "
+               "(deletion MUST NOT delete what replay checks need), the new one continued",
+       tags=("aggregate", "delete", "replay", "state"))
 async def delete_job(ctx: Ctx) -> None:
+    from dap.common import VerifyRespType
+
     pt, peer = await _peer(ctx)
     items = await peer.prepared(1)
     ans, job_url = await peer.init(peer.init_body(items))
     peer.finish(items, ans)
     ctx.expect_success(await ctx.send("DELETE", job_url, headers=peer.headers()))
-    ctx.expect_problem(await ctx.send("GET", job_url + "?step=0", headers=peer.headers()),
-                       "unrecognizedAggregationJob")
+    again = [peer.prepare(items[0].report), *(await peer.prepared(1))]
+    ans2, _ = await peer.init(peer.init_body(again))
+    peer.expect_rejected(ans2, again[0], (ReportError.REPORT_REPLAYED,))
+    fresh = {bytes(r.report_id): r for r in peer.responses(ans2)}.get(again[1].report_id)
+    if fresh is None or fresh.kind != VerifyRespType.CONTINUE:
+        raise Fail("the new report next to the replayed one was not continued")
 
 
 # -- aggregate shares --------------------------------------------------------------------------
@@ -729,24 +742,30 @@ async def share_get(ctx: Ctx) -> None:
         raise Fail("the fetched AggregateShare differs from the first answer")
 
 
-@check("H-SHARE-011", "helper", MUST, "a deleted aggregate share is gone",
+@check("H-SHARE-011", "helper", MUST, "a deleted aggregate share keeps the batch collected",
        refs={"dap-19": "4.6.5", "dap-18": "4.6.5"}, profiles=DAP18,
        not_applicable="DAP-09 aggregate shares are not resources",
-       sends="a valid AggregateShareReq, DELETE of its Location, then GET",
-       expects="DELETE answers 2xx; the GET 4xx", tags=("collect", "delete"))
+       sends="a valid AggregateShareReq of [t-1, t+2), DELETE of its Location, then an "
+             "AggregateShareReq of [t, t+3)",
+       expects="DELETE answers 2xx; the second request is refused with batchOverlap "
+               "(deletion MUST NOT delete what double-collection checks need)",
+       tags=("collect", "delete", "batch-overlap", "state"))
 async def share_delete(ctx: Ctx) -> None:
     from dap.origin import resolve_location
 
     pt, peer = await _peer(ctx)
     outs = await peer.aggregate(int(pt.task.min_batch_size))
-    ans = await peer.share(peer.share_body(peer.interval(), [p.report_id for p, _ in outs]))
+    ids = [p.report_id for p, _ in outs]
+    now_unit = int(time.time()) // int(pt.task.time_precision)
+    ans = await peer.share(peer.share_body(peer.interval(now_unit - 1, 3), ids))
     ctx.expect_success(ans, message="AggregateShare")
     loc = ans.headers.get("location")
     if not loc:
         raise Fail("the aggregate share has no Location")
     url = resolve_location(ctx.url("aggregate_shares", pt), loc)
     ctx.expect_success(await ctx.send("DELETE", url, headers=peer.headers()))
-    ctx.expect_problem(await ctx.send("GET", url, headers=peer.headers()))
+    again = await peer.share(peer.share_body(peer.interval(now_unit, 3), ids))
+    ctx.expect_problem(again, "batchOverlap")
 
 
 @check("H-SHARE-012", "helper", MUST, "leader-selected batches: a batch is aggregated and "

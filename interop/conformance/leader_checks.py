@@ -526,7 +526,8 @@ async def collect_wrong_media(ctx: Ctx) -> None:
 
 @check("L-COLL-009", "leader", MUST, "overlapping batches are refused",
        refs={"dap-19": "4.6.1", "dap-18": "4.6.1", "dap-09": "4.6.5"},
-       sends="a collection of [t-1, t+2) (in time_precision), then one of [t, t+3)",
+       sends="a collection of [t-1, t+2) (in time_precision; the job is deleted once "
+             "done), then one of [t, t+3)",
        expects="the second refused with a problem document of type batchOverlap",
        tags=("collect", "privacy", "batch-overlap"))
 async def collect_overlap(ctx: Ctx) -> None:
@@ -611,11 +612,13 @@ async def collect_unknown_job(ctx: Ctx) -> None:
     ctx.expect_problem(await peer.poll(url))
 
 
-@check("L-COLL-014", "leader", MUST, "a deleted collection job is gone",
+@check("L-COLL-014", "leader", MUST, "a collection job can be deleted",
        refs={"dap-19": "4.6.3", "dap-18": "4.6.3", "dap-09": "4.6.1"},
-       sends="create a collection job, DELETE it, poll it",
-       expects="DELETE answers 2xx; the poll afterwards answers 4xx", tags=("collect",
-                                                                              "delete"))
+       sends="create a collection job (its batch not ready), DELETE it, poll it",
+       expects="DELETE answers 2xx; the poll afterwards is not a server error (the Leader "
+               "MAY discard the job; what double collection checks need stays: see "
+               "L-COLL-009, whose first collection is deleted)",
+       tags=("collect", "delete"))
 async def collect_delete(ctx: Ctx) -> None:
     pt, peer = await _peer(ctx)
     message, body = peer.collection_body()
@@ -624,7 +627,7 @@ async def collect_delete(ctx: Ctx) -> None:
     assert url is not None
     deleted = await ctx.send("DELETE", url, headers=ctx.auth(pt.collector_auth_token))
     ctx.expect_success(deleted)
-    ctx.expect_problem(await peer.poll(url))
+    await peer.poll(url)  # any answer but a 5xx (ctx.send fails on those)
 
 
 @check("L-COLL-015", "leader", MUST, "collection of an unknown task is refused",
