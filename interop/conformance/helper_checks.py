@@ -365,8 +365,9 @@ async def init_wrong_method(ctx: Ctx) -> None:
        refs=CONT, profiles=DAP18,
        not_applicable="a DAP-09 continuation names at least one report, and with a "
                       "one-round VDAF (Prio3) none awaits one: the report-ID check "
-                      "(invalidMessage) comes before the step check", sends="a valid job (at step 0), then an AggregationJobContinueReq for "
-                        "step 5 with no reports",
+                      "(invalidMessage) comes before the step check",
+       sends="a valid job (at step 0), then an AggregationJobContinueReq for step 5 with "
+             "no reports",
        expects="4xx problem document of type stepMismatch", tags=("aggregate", "step"))
 async def cont_step_mismatch(ctx: Ctx) -> None:
     pt, peer = await _peer(ctx)
