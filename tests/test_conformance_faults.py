@@ -270,6 +270,25 @@ def release_small_batches(mp: pytest.MonkeyPatch) -> None:
     mp.setattr(dap.core.leader, "required_batch_size", lambda *a, **k: 0)
 
 
+def release_small_leader_selected_batches(mp: pytest.MonkeyPatch) -> None:
+    """The Leader picks any open batch with a report in it, and releases it."""
+    import dap.core.leader
+    from dap.core.store import LeaderBatchState
+
+    release_small_batches(mp)
+
+    def choose_any(tx: Any, task: Any, job: Any) -> bool:
+        for batch in tx.list_leader_batches(task.task_id, (LeaderBatchState.OPEN,)):
+            if sum(b.report_count for b in tx.list_buckets(task.task_id, [batch.batch_id])):
+                batch.state = LeaderBatchState.COLLECTING
+                tx.update_leader_batch(batch)
+                job.batch_id = batch.batch_id
+                tx.update_collection_job(job)
+                return True
+        return False
+    mp.setattr(dap.core.leader, "_choose_batch", choose_any)
+
+
 def no_time_checks(mp: pytest.MonkeyPatch) -> None:
     for name in ("dap-18", "dap-09"):
         mp.setattr(type(get_profile(name).wire), "time_error", lambda *a, **k: None)
@@ -382,6 +401,8 @@ FAULTS = [
           ("H-SHARE-004",), patch=release_small_batches),
     Fault("Leader releases a batch below min_batch_size", "leader", "dap-18",
           ("L-COLL-005",), patch=release_small_batches),
+    Fault("Leader releases a leader-selected batch below min_batch_size", "leader",
+          "dap-09", ("L-COLL-019",), patch=release_small_leader_selected_batches),
     Fault("accepts reports from the future and after the task", "leader", "dap-18",
           ("L-UPLOAD-008", "L-UPLOAD-009"), patch=no_time_checks),
     Fault("Helper allows overlapping batches", "helper", "dap-19", ("H-SHARE-005",),

@@ -909,3 +909,28 @@ async def hpke_missing_task_id(ctx: Ctx) -> None:
         HpkeConfigList.decode(ans.body)
     except Exception as exc:  # noqa: BLE001 - decode errors
         raise Fail(f"HpkeConfigList does not decode: {exc}") from None
+
+
+@check("L-COLL-019", "leader", MUST, "leader-selected batches: a batch below min_batch_size "
+       "is not released", refs={"dap-19": "4.6.1, 5.2", "dap-18": "4.6.1, 5.2",
+                                "dap-09": "4.6.5.2.2"},
+       batch_mode="leader_selected",
+       sends="min_batch_size - 1 valid reports to a leader-selected (DAP-09 fixed_size) "
+             "task; a current-batch collection job, polled for the settle time",
+       expects="never a collection: not ready, or 4xx invalidBatchSize",
+       tags=("collect", "privacy", "batch-size", "leader-selected"))
+async def collect_leader_selected_below_min(ctx: Ctx) -> None:
+    pt, peer = await _peer(ctx, TaskNeeds(batch_mode="leader_selected", min_batch_size=3))
+    mbs = int(pt.task.min_batch_size)
+    await peer.upload(await peer.reports(mbs - 1))
+    message, body = peer.collection_body(peer.flow.query_current_batch(pt.task))
+    ans, url = await peer.start_collection(body, message)
+    if ans.status >= 400:
+        ctx.expect_problem(ans, "invalidBatchSize")
+        return
+    assert url is not None
+    polled = await peer.poll_until(url, ctx.settle)
+    if polled.status >= 400:
+        ctx.expect_problem(polled, "invalidBatchSize")
+    elif polled.body and polled.status != 202:
+        raise Fail(f"released a batch of {mbs - 1} reports below min_batch_size {mbs}")
