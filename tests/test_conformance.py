@@ -21,6 +21,7 @@ import pytest
 
 from dap.profiles import SHIPPED
 from interop.conformance import catalogue as cat
+from interop.conformance.registry import catalogue
 from ppm.cli import main
 from tests.dap_harness import free_port, server_processes
 
@@ -65,7 +66,7 @@ def test_own_aggregators_conform(servers: dict[str, str], role: str, profile: st
     failed = [f"{r['id']}: {r['detail']}" for r in out["results"] if r["outcome"] == "fail"]
     assert not failed, "\n".join(failed)
     assert rc == 0 and out["ok"]
-    checks = cat.catalogue(role)
+    checks = catalogue(role)
     assert [r["id"] for r in out["results"]] == [c.id for c in checks]
     for r, c in zip(out["results"], checks, strict=True):
         if r["outcome"] == "skip":
@@ -91,12 +92,12 @@ def test_docs_are_generated_from_the_catalogue(capsys: pytest.CaptureFixture[str
     assert main(["conformance", "--list", "--markdown"]) == 0
     generated = capsys.readouterr().out
     assert (ROOT / "docs" / "conformance.md").read_text() == generated
-    for c in cat.catalogue():
+    for c in catalogue():
         assert f"### {c.id}" in generated
 
 
 def test_catalogue_records_are_complete() -> None:
-    checks = cat.catalogue()
+    checks = catalogue()
     assert len({c.id for c in checks}) == len(checks)
     for c in checks:
         assert c.id.startswith("L-" if c.role == "leader" else "H-")
@@ -121,7 +122,7 @@ def test_catalogue_records_are_complete() -> None:
 
 
 def test_selection_by_id_prefix_tag_and_level() -> None:
-    checks = cat.catalogue()
+    checks = catalogue()
     assert [c.id for c in cat.select(checks, ["L-UPLOAD-001"])] == ["L-UPLOAD-001"]
     prefix = cat.select(checks, ["H-SHARE-"])
     assert prefix and all(c.id.startswith("H-SHARE-") for c in prefix)
@@ -141,7 +142,7 @@ def test_exit_status_and_junit_of_failures(monkeypatch: pytest.MonkeyPatch, tmp_
     detail and the skip's reason."""
     from interop.conformance import runner
 
-    checks = {c.id: c for c in cat.catalogue("leader")}
+    checks = {c.id: c for c in catalogue("leader")}
     must, should = checks["L-UPLOAD-001"], checks["L-PROBLEM-001"]
     skipped = checks["L-HPKE-003"]
 

@@ -27,6 +27,7 @@ from dap.profiles import get_profile
 from interop.conformance import catalogue as cat
 from interop.conformance import runner
 from interop.conformance.provision import AdminProvisioner
+from interop.conformance.registry import catalogue
 from tests.dap_harness import AggregatorPair, free_port
 
 ADMIN = "fault-admin-token"
@@ -478,7 +479,7 @@ def test_the_suite_flags_every_fault(tmp_path: Path, monkeypatch: pytest.MonkeyP
                             get_profile(fault.profile), fault.role, url, admin_url=admin,
                             admin_token=ADMIN, helper_url=pair.helper_url,
                             helper_admin_url=pair.helper_url)
-                        checks = cat.select(cat.catalogue(fault.role), fault.checks)
+                        checks = cat.select(catalogue(fault.role), fault.checks)
                         assert [c.id for c in checks] == sorted(fault.checks), fault.name
                         results = await runner.run_checks(
                             get_profile(fault.profile), fault.role, url, prov, checks,

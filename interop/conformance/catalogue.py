@@ -3,7 +3,8 @@ and sections it comes from, its requirement level, what it sends and exactly wha
 expects, the role and profiles it applies to, its tags) and the coroutine that runs it.
 
 The checks register themselves with :func:`check` (``interop.conformance.leader_checks``
-and ``interop.conformance.helper_checks``); :func:`catalogue` lists them in ID order.
+and ``interop.conformance.helper_checks``); ``interop.conformance.registry.catalogue``
+loads them and lists them in ID order.
 A check function takes a :class:`interop.conformance.context.Ctx` and returns normally
 when the target behaves as expected, or raises :class:`Fail` (with what was seen) or
 :class:`Skip` (with why the check does not apply).
@@ -114,10 +115,9 @@ def check(id: str, role: str, level: Level, title: str, *, refs: dict[str, str],
     return register
 
 
-def catalogue(role: str | None = None) -> list[Check]:
-    """Every registered check (of ``role``), in ID order."""
-    from interop.conformance import helper_checks, leader_checks  # noqa: F401 - registers
-
+def registered(role: str | None = None) -> list[Check]:
+    """The checks registered so far (of ``role``), in ID order; the whole catalogue is
+    ``interop.conformance.registry.catalogue()``, which loads the check modules."""
     return sorted((c for c in _CHECKS.values() if role is None or c.role == role),
                   key=lambda c: c.id)
 

@@ -89,7 +89,9 @@ def _error(message: str) -> int:
 
 
 def main(args: argparse.Namespace) -> int:
-    checks = cat.select(cat.catalogue(args.role), _split(args.only), _split(args.skip))
+    from interop.conformance.registry import catalogue
+
+    checks = cat.select(catalogue(args.role), _split(args.only), _split(args.skip))
     if args.list:
         if args.markdown:
             print(cat.markdown(checks))
