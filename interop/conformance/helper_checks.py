@@ -13,7 +13,7 @@ from dap.common import ReportError
 from dap.provision import ProvisionedTask
 from interop.conformance.catalogue import Fail, Level, Skip, check
 from interop.conformance.context import Ctx, raw_exchange, request_head
-from interop.conformance.leader_checks import ALL, AUTH, DAP18, ERRORS, _oversized
+from interop.conformance.leader_checks import AUTH, DAP18, ERRORS, _oversized
 from interop.conformance.peer import (
     HelperPeer,
     Prepared,
@@ -32,7 +32,6 @@ INIT_REPORT = {"dap-19": "4.5.3.3, 4.5.3.4", "dap-18": "4.5.3.3, 4.5.3.4",
 CONT = {"dap-19": "4.5.4.2", "dap-18": "4.5.4.2", "dap-09": "4.5.2.2"}
 SHARE = {"dap-19": "4.6.4", "dap-18": "4.6.4", "dap-09": "4.6.2"}
 REPLAY = {"dap-19": "4.5.4.3", "dap-18": "4.5.4.3", "dap-09": "4.5.1.4"}
-_ = ALL
 
 
 async def _peer(ctx: Ctx, needs: TaskNeeds | None = None) -> tuple[ProvisionedTask, HelperPeer]:
