@@ -13,7 +13,14 @@ from dap.common import ReportError
 from dap.provision import ProvisionedTask
 from interop.conformance.catalogue import Fail, Level, Skip, check
 from interop.conformance.context import Ctx, raw_exchange, request_head
-from interop.conformance.leader_checks import AUTH, DAP18, ERRORS, _oversized
+from interop.conformance.leader_checks import (
+    AUTH,
+    DAP18,
+    ERRORS,
+    SLOW_BYTES,
+    SLOW_DEADLINE,
+    _oversized,
+)
 from interop.conformance.peer import (
     HelperPeer,
     Prepared,
@@ -626,8 +633,9 @@ async def truncated_init(ctx: Ctx) -> None:
 
 @check("H-ROBUST-003", "helper", MUST, "a slow request does not block others",
        refs={"dap-19": "3", "dap-18": "3", "dap-09": "3"},
-       sends="an aggregation job whose body trickles in; meanwhile a valid job",
-       expects="the valid job is answered while the slow one is still sending",
+       sends="an aggregation job whose body trickles in (a byte every 0.1 s for 5 s); "
+             "meanwhile a valid job",
+       expects="the valid job is answered within 4 s, while the slow one is still sending",
        tags=("robustness", "aggregate"))
 async def slow_init(ctx: Ctx) -> None:
     import asyncio
@@ -638,11 +646,11 @@ async def slow_init(ctx: Ctx) -> None:
                         ctx.profile.media_type_for("AggregationJobInitReq"), 1000,
                         peer.headers())
     items = await peer.prepared(1)  # the HPKE configuration fetched beforehand
-    slow = asyncio.create_task(raw_exchange(url, head, [(b"\x00", 0.1)] * 20,
+    slow = asyncio.create_task(raw_exchange(url, head, [(b"\x00", 0.1)] * SLOW_BYTES,
                                             close_early=True))
     try:
         await asyncio.sleep(0.2)
-        ans, _ = await asyncio.wait_for(peer.init(peer.init_body(items)), 1.5)
+        ans, _ = await asyncio.wait_for(peer.init(peer.init_body(items)), SLOW_DEADLINE)
         peer.finish(items, ans)
         if slow.done():
             raise Skip("the slow request ended before the check's request")

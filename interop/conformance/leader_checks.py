@@ -31,6 +31,12 @@ MUST, SHOULD, MAY = Level.MUST, Level.SHOULD, Level.MAY
 ALL = ("dap-19", "dap-18", "dap-09")
 DAP18 = ("dap-19", "dap-18")
 
+# The slow-request checks: a body trickles in, a byte every 0.1 s, for SLOW_BYTES / 10
+# seconds; another request must be answered within SLOW_DEADLINE seconds, before the slow
+# one ends (a target that serves one request at a time answers only after it).
+SLOW_BYTES = 50
+SLOW_DEADLINE = 4.0
+
 UPLOAD = {"dap-19": "4.4.2", "dap-18": "4.4.2", "dap-09": "4.4.2"}
 COLLECT = {"dap-19": "4.6.1", "dap-18": "4.6.1", "dap-09": "4.6.1"}
 ERRORS = {"dap-19": "3.6", "dap-18": "3.6", "dap-09": "3.2"}
@@ -715,9 +721,9 @@ async def truncated_request(ctx: Ctx) -> None:
 
 @check("L-ROBUST-003", "leader", MUST, "a slow request does not block others",
        refs={"dap-19": "3", "dap-18": "3", "dap-09": "3"},
-       sends="an upload whose body trickles in (one byte every 0.1 s); meanwhile, a "
-             "valid upload", expects="the valid upload is answered while the slow one is "
-                                      "still sending; the target keeps answering",
+       sends="an upload whose body trickles in (one byte every 0.1 s for 5 s); meanwhile, "
+             "a valid upload", expects="the valid upload is answered within 4 s, while the "
+                                      "slow one is still sending",
        tags=("robustness", "upload"))
 async def slow_request(ctx: Ctx) -> None:
     pt, peer = await _peer(ctx)
@@ -725,10 +731,10 @@ async def slow_request(ctx: Ctx) -> None:
     head = request_head(ctx.profile.request("upload")[0], peer.upload_url(), ct, 1000)
     reports = await peer.reports(1)  # the HPKE configurations fetched beforehand
     slow = asyncio.create_task(raw_exchange(peer.upload_url(), head,
-                                            [(b"\x00", 0.1)] * 20, close_early=True))
+                                            [(b"\x00", 0.1)] * SLOW_BYTES, close_early=True))
     try:
         await asyncio.sleep(0.2)
-        refused = await asyncio.wait_for(peer.upload(reports), 1.5)
+        refused = await asyncio.wait_for(peer.upload(reports), SLOW_DEADLINE)
         if refused:
             raise Fail(f"valid report refused: {list(refused.values())}")
         if slow.done():
