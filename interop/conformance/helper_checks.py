@@ -804,3 +804,14 @@ async def share_leader_selected(ctx: Ctx) -> None:
     result = peer.check_share(ans, None, outs, batch_id=batch_id)
     if result != len(outs):
         raise Fail(f"the aggregate of {len(outs)} ones is {result}")
+
+
+@check("H-ROBUST-004", "helper", MUST, "a malformed HTTP request is survived",
+       refs={"dap-19": "3", "dap-18": "3", "dap-09": "3"},
+       sends="bytes that are not HTTP; a request with a 70000-byte header",
+       expects="4xx or the connection closed (never 5xx); the target keeps answering",
+       tags=("robustness",))
+async def helper_garbage(ctx: Ctx) -> None:
+    from interop.conformance.leader_checks import garbage_request
+
+    await garbage_request(ctx)

@@ -931,3 +931,28 @@ async def collect_leader_selected_below_min(ctx: Ctx) -> None:
         ctx.expect_problem(polled, "invalidBatchSize")
     elif polled.body and polled.status != 202:
         raise Fail(f"released a batch of {mbs - 1} reports below min_batch_size {mbs}")
+
+
+async def garbage_request(ctx: Ctx) -> None:
+    """Bytes that are not HTTP, then a request line with an absurd header: each answered
+    with a 4xx or a closed connection, never a 5xx; the target keeps answering."""
+    from urllib.parse import urlsplit
+
+    host = urlsplit(ctx.target).netloc
+    for head in (b"\x16\x03\x01\x00\xff not http at all\r\n\r\n",
+                 f"GET /hpke_config HTTP/1.1\r\nHost: {host}\r\nX-Long: {'a' * 70000}"
+                 "\r\n\r\n".encode()):
+        answer = await raw_exchange(ctx.target, head, [], read_timeout=3.0)
+        status_line = answer.split(b"\r\n", 1)[0]
+        parts = status_line.split(b" ")
+        if len(parts) >= 2 and parts[1][:1] == b"5":
+            raise Fail(f"answered {status_line.decode(errors='replace')}")
+
+
+@check("L-ROBUST-004", "leader", MUST, "a malformed HTTP request is survived",
+       refs={"dap-19": "3", "dap-18": "3", "dap-09": "3"},
+       sends="bytes that are not HTTP; a request with a 70000-byte header",
+       expects="4xx or the connection closed (never 5xx); the target keeps answering",
+       tags=("robustness",))
+async def leader_garbage(ctx: Ctx) -> None:
+    await garbage_request(ctx)
