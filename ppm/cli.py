@@ -18,7 +18,8 @@ import sys
 
 # Modules that provide `register(subparsers)`. A module that does not exist yet is skipped,
 # so that areas can land one at a time.
-_AREAS = ("vdaf.cli", "dp_policy.cli", "dap.cli", "interop.cli", "analytics.cli")
+_AREAS = ("vdaf.cli", "dp_policy.cli", "dap.cli", "interop.cli", "interop.conformance.cli",
+          "analytics.cli")
 
 
 def version_line() -> str:
