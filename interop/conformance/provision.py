@@ -6,7 +6,7 @@ module that provisions.
 * :class:`InteropProvisioner`: the interop test API (``POST /internal/test/add_task``,
   draft-dcook-ppm-dap-interop-test-design-07 Section 4.3), in the draft-07 dialect
   (the bodies of ``interop.runner``/the profile's ``InteropFields.task_bodies``) or the
-  Janus dialect (:func:`janus_add_task_body`).
+  Janus dialect (:func:`interop.runner.add_task_body`, the dialects' one builder).
 * :class:`TaskFileProvisioner`: tasks provisioned beforehand, one file per task: against
   a Leader the Collector's task file ``ppm task create`` writes (``collector-task.json``),
   against a Helper the Leader's provisioning JSON (the body of ``POST /internal/tasks``
@@ -138,40 +138,6 @@ class AdminProvisioner(Provisioner):
         return pt
 
 
-def janus_add_task_body(profile: Profile, *, role: str, task_id: str, leader: str,
-                        helper: str, vdaf: dict[str, Any], batch_mode: int,
-                        min_batch_size: int, max_batch_size: int | None,
-                        time_precision: int, task_expiration: int | None,
-                        vdaf_verify_key: str, leader_token: str,
-                        collector_token: str | None, collector_hpke_config: str,
-                        task_start: int | None = None) -> dict[str, Any]:
-    """The add_task body of Janus's interop binaries (``janus_interop_aggregator``: the
-    draft-07 fields, ``query_type`` 1/2, ``max_batch_size`` for fixed-size tasks and
-    ``task_expiration`` in seconds).
-
-    MERGE NOTE: h-dialect adds the Janus dialect to ``interop/runner.py`` (an
-    ``add_task_body(dialect, ...)``); once merged, this function should call it."""
-    body: dict[str, Any] = {
-        "task_id": task_id, "leader": leader, "helper": helper, "vdaf": vdaf,
-        "leader_authentication_token": leader_token, "role": role,
-        "vdaf_verify_key": vdaf_verify_key, "max_batch_query_count": 1,
-        "query_type": batch_mode, "min_batch_size": min_batch_size,
-        "time_precision": time_precision, "collector_hpke_config": collector_hpke_config,
-    }
-    if max_batch_size is not None:
-        body["max_batch_size"] = max_batch_size
-    if task_expiration is not None:
-        body["task_expiration"] = task_expiration
-    if collector_token is not None:
-        body["collector_authentication_token"] = collector_token
-    if profile.interop is not None and profile.interop.runner_sends_dap_version:
-        # DAP-18/19 (Janus main): the version and the task's start.
-        body["dap_version"] = profile.name
-        if task_start is not None:
-            body["task_start"] = task_start
-    return body
-
-
 class InteropProvisioner(Provisioner):
     """Tasks added through the interop test API (``add_task``) of the target and, against
     a Leader, of its Helper (``--helper-interop-api``)."""
@@ -206,15 +172,24 @@ class InteropProvisioner(Provisioner):
         vdaf = {"type": "Prio3Count"}
         if self.dialect == "janus":
             start = needs.task_window[0] if needs.task_window else None
-            return {role: janus_add_task_body(
-                self.profile, role=role, task_id=task_id, leader=self.leader_url,
-                helper=self.helper_url, vdaf=vdaf, batch_mode=mode,
+            # The one builder of Janus's bodies: interop.runner.add_task_body.
+            from interop.runner import add_task_body
+
+            bodies = {role: add_task_body(
+                "janus", role, dap_version=self.profile.name, task_id=task_id,
+                leader=self.leader_url, helper=self.helper_url, vdaf=vdaf, batch_mode=mode,
                 min_batch_size=needs.min_batch_size, max_batch_size=max_batch,
-                time_precision=tp, task_expiration=task_end,
+                time_precision=tp, task_start=start if start is not None else
+                (int(time.time()) // tp - 24) * tp, task_end=task_end,
                 vdaf_verify_key=b64(verify_key), leader_token=leader_token,
-                collector_token=collector_token if role == "leader" else None,
-                collector_hpke_config=hpke, task_start=start)
+                collector_token=collector_token, collector_hpke_config=hpke)
                 for role in ("leader", "helper")}
+            if needs.task_window is not None:
+                for body in bodies.values():
+                    # Janus 0.7's driver sends no expiration, but its binaries take
+                    # `task_expiration` (seconds); the window checks need the task's end.
+                    body.setdefault("task_expiration", task_end)
+            return bodies
         # draft-07: the runner's bodies (interop.runner._task_bodies).
         bodies = self.profile.interop.task_bodies(
             self.profile, task_id=task_id, leader=self.leader_url, helper=self.helper_url,
