@@ -211,8 +211,9 @@ def test_janus_collects(janus: dict[str, Path], aggregators: dict[str, Any], cas
     out = run_peer(janus["collector"], {**job, "query": {"type": "fixed_size"}})
     assert (out["report_count"], out["aggregate_result"]) == (N, want)
     assert len(unb64(out["batch_id"])) == 32
-    # The same batch, asked for by its ID (max_batch_query_count 1: the Leader answers the
-    # result it released rather than counting a second query).
+    # The same batch, asked for by its ID in a new collection job: allowed although
+    # max_batch_query_count is 1, since DAP-09 (Section 4.6.5, "Batch Validation")
+    # counts the distinct aggregation parameters a batch was queried with.
     again = run_peer(janus["collector"], {
         **job, "query": {"type": "fixed_size", "batch_id": out["batch_id"]}})
     assert (again["report_count"], again["aggregate_result"], again["batch_id"]) == \
