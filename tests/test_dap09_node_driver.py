@@ -4,7 +4,8 @@ tests/dap09_node.py runs tests/interop_node_dap/dap_upload.mjs, which uploads
 measurements with the package's own `Task.sendMeasurement`. Here the Leader and the
 Helper are two small aiohttp apps on 127.0.0.1 (free ports) that serve
 `GET /hpke_config` (an HpkeConfigList of ours, `application/dap-hpke-config-list`) and
-accept `PUT /tasks/{task_id}/reports` with 201, recording every request. The tests check,
+accept `PUT /tasks/{task_id}/reports` with 200 (as DAP-09 Leaders answer: the
+dap-09 profile), recording every request. The tests check,
 for Prio3Count, Prio3Sum, Prio3Histogram and Prio3SumVec:
 
 * the requests: method, path, query (`task_id` on hpke_config), Accept/Content-Type
@@ -77,7 +78,7 @@ Answer = tuple[int, str | None, bytes]
 class FakeAggregator:
     """One Aggregator of a DAP-09 task, as far as a Client sees it.
 
-    ``upload_answers`` are used in turn for the PUTs (then 201); an answer may be a
+    ``upload_answers`` are used in turn for the PUTs (then 200); an answer may be a
     callable (run on the aggregator before answering, e.g. to rotate its key) returning
     one. ``hpke_content_type`` overrides the Content-Type of the hpke_config answer."""
 
@@ -111,7 +112,7 @@ class FakeAggregator:
                                 headers={"Content-Type": self.hpke_content_type})
         if request.method == "PUT" and request.path.startswith(f"{self.prefix}/tasks/") \
                 and request.path.endswith("/reports"):
-            answer: Any = self.upload_answers.pop(0) if self.upload_answers else (201, None, b"")
+            answer: Any = self.upload_answers.pop(0) if self.upload_answers else (200, None, b"")
             if callable(answer):
                 answer = answer(self)
             status, content_type, payload = answer
@@ -415,7 +416,9 @@ def test_outdated_config_is_retried_once_only(dap_client: None) -> None:
 def test_upload_error_with_problem_document(dap_client: None, failing: int) -> None:
     case = CASES["Prio3Count"]
     task_id = _task_id("rejected")
-    answers: list[Any] = [(201, None, b"")] * failing + [problem(task_id, "reportRejected")]
+    # The accepted uploads answer 200 (DAP-09 Leaders) and 201 (the draft's text).
+    accepted: list[Any] = [(200, None, b""), (201, None, b"")]
+    answers: list[Any] = accepted[:failing] + [problem(task_id, "reportRejected")]
     leader = FakeAggregator(config_id=1, upload_answers=answers)
     helper = FakeAggregator(config_id=2)
     out = upload(leader, helper, _spec(task_id, 60, case))

@@ -3,7 +3,8 @@ scenarios are in test_dap_e2e.py, run for both profiles; a real DAP-09 client is
 test_dap09_divviup_dap.py).
 
 What peers rely on: `hpke_config?task_id=` answered with exactly
-`Content-Type: application/dap-hpke-config-list`; uploads by PUT answered 201, refusals
+`Content-Type: application/dap-hpke-config-list`; uploads by PUT answered 200 (the
+erratum Janus 0.7 and Firefox follow; the draft's text says 201), refusals
 as problem documents of the DAP-09 types carrying `taskid` (divviup-ts needs it to retry
 after `outdatedConfig`); aggregation jobs PUT by the Leader with its job ID and answered
 synchronously; collection jobs PUT by the Collector with its job ID and polled by POST
@@ -94,10 +95,10 @@ def test_hpke_config_and_upload(tmp_path: Path) -> None:
             url = f"{pair.leader_url}tasks/{b64(tid)}/reports"
             report = _report(pt, configs, 1)
             status, body, _ = await _put(session, url, report.encode(), "Report")
-            assert (status, body) == (201, b"")
+            assert (status, body) == (200, b"")
             # A replay is ignored: the same answer, and it is stored once.
             status, _, _ = await _put(session, url, report.encode(), "Report")
-            assert status == 201
+            assert status == 200
             # DAP-18's method and media type are not DAP-09's.
             async with session.post(url, data=report.encode(), headers={
                     "Content-Type": "application/dap-report"}) as r:
@@ -332,4 +333,60 @@ def test_fixed_size_by_batch_id(tmp_path: Path) -> None:
                         assert exc.problem_type == URN + token, exc
                     else:
                         raise AssertionError(f"by_batch_id accepted, expected {token}")
+    run(go())
+
+
+def test_client_accepts_200_and_201_uploads() -> None:
+    """Our DAP-09 Client takes 200 (what our Leader, Janus 0.7 and Firefox use: the
+    draft's erratum) and 201 (the published text of Section 4.4.2, which other DAP-09
+    Leaders may still answer) as an accepted upload; a non-problem 4xx is an error."""
+    import functools
+
+    from aiohttp import web
+
+    from dap.client import Client, UploadError
+    from dap.hpke import generate_keypair
+    from dap.provision import new_task
+
+    async def go() -> None:
+        keys = {"leader": generate_keypair(1), "helper": generate_keypair(2)}
+        answers: list[int] = []
+        puts: list[bytes] = []
+
+        async def handle(role: str, request: web.Request) -> web.Response:
+            if request.method == "GET" and request.path == "/hpke_config":
+                return web.Response(body=m09.HpkeConfigList([keys[role].config]).encode(),
+                                    content_type="application/dap-hpke-config-list")
+            assert request.method == "PUT" and request.path.endswith("/reports")
+            puts.append(await request.read())
+            return web.Response(status=answers.pop(0))
+
+        runners, urls = [], {}
+        for role in ("leader", "helper"):
+            app = web.Application()
+            app.router.add_route("*", "/{tail:.*}", functools.partial(handle, role))
+            runner = web.AppRunner(app, access_log=None)
+            await runner.setup()
+            site = web.TCPSite(runner, "127.0.0.1", 0)
+            await site.start()
+            runners.append(runner)
+            host, port = runner.addresses[0][:2]
+            urls[role] = f"http://{host}:{port}/"
+        try:
+            pt = new_task(Prio3CountV08(2), urls["leader"], urls["helper"], profile=DAP_09,
+                          min_batch_size=1, time_precision=PRECISION)
+            async with Client(pt.task) as client:
+                answers.extend([200, 201])
+                assert (await client.upload([1, 0])).accepted == 2
+                answers.append(409)
+                try:
+                    await client.upload([1])
+                except UploadError as exc:
+                    assert exc.status == 409
+                else:
+                    raise AssertionError("a 409 upload was taken as accepted")
+            assert len(puts) == 3 and not answers
+        finally:
+            for runner in runners:
+                await runner.cleanup()
     run(go())
