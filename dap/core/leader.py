@@ -137,7 +137,7 @@ def store_reports(tx: Transaction, task: AggregatorTask, keyring: Keyring,
             # The draft says the Leader MUST discard such a report and MAY report it as
             # report_replayed; batch_collected is the more precise ReportError.
             error = ReportError.BATCH_COLLECTED
-        elif not tx.put_client_report(ClientReportRecord(tid, rid, t, report.encode(),
+        elif not tx.put_client_report(ClientReportRecord(tid, rid, t, w.encode_report(report),
                                                          created_at=now)):
             error = ReportError.REPORT_REPLAYED
         if error is not None:
