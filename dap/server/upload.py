@@ -50,6 +50,7 @@ class UploadGroups:
         self.st = st
         self._pending: list[_Upload] = []
         self._committing = False
+        self._task: asyncio.Task[None] | None = None
 
     async def store(self, task: Any, keyring: Any, body: bytes) -> list[tuple[bytes, Any]]:
         """Store an upload's reports; returns the refused ones with their ReportError
@@ -59,7 +60,7 @@ class UploadGroups:
         self._pending.append(item)
         if not self._committing:
             self._committing = True
-            loop.create_task(self._commit_loop())
+            self._task = loop.create_task(self._commit_loop())
         return await item.future
 
     async def _commit_loop(self) -> None:
@@ -75,10 +76,19 @@ class UploadGroups:
                     size += len(item.body)
                 try:
                     await self.st.offload(store_group, self.st, group)
+                except asyncio.CancelledError:
+                    raise
                 except Exception as exc:  # noqa: BLE001 - answered to each upload
                     for item in group:
                         if item.outcome is None and item.error is None:
                             item.error = exc
+                except BaseException as exc:  # noqa: BLE001 - the process is dying
+                    # Every upload in flight shares the fate (none was acknowledged).
+                    for item in (*group, *self._pending):
+                        if not item.future.done():
+                            item.future.set_exception(exc)
+                    self._pending.clear()
+                    return
                 for item in group:
                     if item.future.done():
                         continue
