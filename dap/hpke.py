@@ -1,4 +1,7 @@
-"""HPKE (RFC 9180) for DAP, on top of ``pyhpke``.
+"""HPKE (RFC 9180) for DAP: sealing and key derivation on top of ``pyhpke``, opening
+written directly on ``cryptography`` (:func:`open_base`: every report is opened twice, and
+the direct open with the parsed private key kept is the faster; pyhpke's open stays as
+the reference the tests compare it with).
 
 * :class:`HpkeKeypair` pairs an ``HpkeConfig`` (DAP-18 Section 4.4.1) with its private key;
   :func:`generate_keypair` draws one from the OS CSPRNG and :func:`derive_keypair`
@@ -24,7 +27,6 @@ from __future__ import annotations
 import hmac
 import itertools
 import os
-import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from enum import IntEnum
@@ -385,24 +387,16 @@ class _Recipient:
                             f"{type(exc).__name__}") from None
 
 
-_RECIPIENTS: dict[tuple[int, int, int, bytes], _Recipient] = {}
-_RECIPIENTS_LOCK = threading.Lock()
-_MAX_RECIPIENTS = 256
-
-
 def _recipient(keypair: HpkeKeypair) -> _Recipient:
-    """The parsed private key of ``keypair``, cached by suite and serialized key (an
-    Aggregator opens every report with one of a few keys; parsing it is a good part of
-    the cost of an open)."""
-    c = keypair.config
-    cache_key = (int(c.kem_id), int(c.kdf_id), int(c.aead_id), bytes(keypair.private_key))
-    r = _RECIPIENTS.get(cache_key)
+    """The parsed private key of ``keypair``, kept on the key pair object (not a field:
+    invisible to ==, hash and repr). An Aggregator opens every report with one of the few
+    key pairs of its keyring, and parsing the key is a good part of an open; the parsed
+    key lives exactly as long as the key pair object (a deleted key is not kept alive by
+    a cache once the keyring that held it is dropped)."""
+    r: _Recipient | None = keypair.__dict__.get("_recipient")
     if r is None:
         r = _Recipient(keypair)
-        with _RECIPIENTS_LOCK:
-            if len(_RECIPIENTS) >= _MAX_RECIPIENTS:
-                _RECIPIENTS.clear()
-            _RECIPIENTS[cache_key] = r
+        keypair.__dict__["_recipient"] = r
     return r
 
 
