@@ -145,7 +145,11 @@ class Wire18(core.Wire):
 
     def decode_init_req(self, task: Any, body: bytes) -> core.InitReq:
         tid = task.task_id
-        req = fast.decode_init_req(body, self.m.AggregationJobInitReq)
+        # The fast path builds DAP-18's VerifyInit and ReportShare (which DAP-19 keeps).
+        same_items = self.m.VerifyInit is m18.VerifyInit and \
+            self.m.ReportShare is m18.ReportShare
+        req = fast.decode_init_req(body, self.m.AggregationJobInitReq) if same_items \
+            else None
         if req is None:
             try:
                 req = self.m.AggregationJobInitReq.decode(body)
