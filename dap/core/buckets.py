@@ -31,22 +31,58 @@ def bucket_for(task: AggregatorTask, report_time: int, batch_id: bytes | None) -
     return bytes(batch_id)
 
 
+class CommitMemo:
+    """What the commit checks read that one transaction does not change while it checks
+    and commits a job's reports: the task's eviction horizon, whether a report time unit
+    overlaps a collected interval, whether a bucket is collected. Read once per
+    transaction (each job holds reports of a few time units and buckets) instead of once
+    per report. Only for use inside the one transaction, before anything in it marks
+    batches collected."""
+
+    def __init__(self) -> None:
+        self._horizon: tuple[int | None] | None = None
+        self._collected_times: dict[int, bool] = {}
+        self._collected_buckets: dict[bytes, bool] = {}
+
+    def horizon(self, tx: Transaction, task: AggregatorTask) -> int | None:
+        if self._horizon is None:
+            self._horizon = (tx.get_eviction_horizon(task.task_id),)
+        return self._horizon[0]
+
+    def time_collected(self, tx: Transaction, task: AggregatorTask, report_time: int) -> bool:
+        hit = self._collected_times.get(report_time)
+        if hit is None:
+            hit = self._collected_times[report_time] = tx.interval_overlaps_collected(
+                task.task_id, report_time, report_time + 1)
+        return hit
+
+    def bucket_collected(self, tx: Transaction, task: AggregatorTask, bucket: bytes) -> bool:
+        hit = self._collected_buckets.get(bucket)
+        if hit is None:
+            hit = self._collected_buckets[bucket] = tx.is_bucket_collected(task.task_id,
+                                                                            bucket)
+        return hit
+
+
 def commit_error(tx: Transaction, task: AggregatorTask, report_id: bytes, report_time: int,
-                 bucket: bytes, agg_param: bytes = b"") -> ReportError | None:
+                 bucket: bytes, agg_param: bytes = b"", memo: CommitMemo | None = None
+                 ) -> ReportError | None:
     """The checks before committing an output share (Section 4.5.3.3), and the report
     whose replay state this Aggregator may have evicted (`dap.core.retention`): DAP-18
     Section 4.5.2.4, "If an Aggregator cannot determine if an input share is valid ...
     it MUST mark the input share as invalid with error report_dropped". A VDAF with an
-    aggregation parameter has its own replay checks (`agg_params.replay_error`)."""
-    horizon = tx.get_eviction_horizon(task.task_id)
+    aggregation parameter has its own replay checks (`agg_params.replay_error`).
+    `memo`: the transaction's `CommitMemo` (none: read everything)."""
+    memo = memo or CommitMemo()
+    horizon = memo.horizon(tx, task)
     if horizon is not None and report_time < horizon:
         return ReportError.REPORT_DROPPED
     if agg_params.uses_agg_param(task):
         return agg_params.replay_error(tx, task, report_id, report_time, agg_param)
     if task.batch_mode == BatchMode.TIME_INTERVAL:
-        if tx.interval_overlaps_collected(task.task_id, report_time, report_time + 1):
+        if memo.time_collected(tx, task, report_time):
             return ReportError.BATCH_COLLECTED
-    elif tx.is_bucket_collected(task.task_id, bucket):
+    elif memo.bucket_collected(tx, task, bucket):
         return ReportError.BATCH_COLLECTED
     if tx.is_report_aggregated(task.task_id, report_id):
         return ReportError.REPORT_REPLAYED
@@ -63,17 +99,21 @@ class OutputShare:
 
 
 def commit_output_shares(tx: Transaction, task: AggregatorTask, agg_param: bytes,
-                         shares: Sequence[OutputShare]) -> dict[bytes, ReportError]:
+                         shares: Sequence[OutputShare], memo: CommitMemo | None = None
+                         ) -> dict[bytes, ReportError]:
     """Commit output shares to their batch buckets: update aggregate share, count and
     checksum, and record each report ID for replay checks. Returns the reports that could
-    not be committed, with their error; the others are committed."""
+    not be committed, with their error; the others are committed. `memo`: the
+    transaction's `CommitMemo`, if its checks already read it."""
+    memo = memo or CommitMemo()
     vdaf = task.vdaf
     decoded_param = vdaf.decode_agg_param(agg_param)
     failed: dict[bytes, ReportError] = {}
     by_bucket: dict[bytes, list[OutputShare]] = {}
     per_param = agg_params.uses_agg_param(task)
     for share in shares:
-        err = commit_error(tx, task, share.report_id, share.time, share.bucket, agg_param)
+        err = commit_error(tx, task, share.report_id, share.time, share.bucket, agg_param,
+                           memo)
         if err is None and not (
                 agg_params.record_aggregated(tx, task, share.report_id, agg_param) if per_param
                 else tx.mark_report_aggregated(task.task_id, share.report_id, share.time)):

@@ -24,6 +24,7 @@ from dap.common import (
 )
 from dap.core import agg_params
 from dap.core.buckets import (
+    CommitMemo,
     OutputShare,
     bucket_for,
     buckets_of_interval,
@@ -287,13 +288,14 @@ def process_aggregation_job(tx: Transaction, task: AggregatorTask, job: Aggregat
     records: list[ReportAggregationRecord] = []
     to_commit: list[tuple[int, OutputShare]] = []
     outbound: dict[int, bytes] = {}
+    memo = CommitMemo()
     for ord_, item in enumerate(req.items):
         rid = item.report_id
         rec = ReportAggregationRecord(task.task_id, job.job_id, ord_, rid, item.time,
                                       ReportAggregationState.REJECTED)
         records.append(rec)
         bucket = bucket_for(task, item.time, job.batch_id)
-        error = commit_error(tx, task, item.report_id, item.time, bucket, job.agg_param)
+        error = commit_error(tx, task, item.report_id, item.time, bucket, job.agg_param, memo)
         bound = 0
         if error is None and prepared is not None and prepared.outcomes is not None:
             outcome = prepared.outcomes[ord_]
@@ -329,7 +331,7 @@ def process_aggregation_job(tx: Transaction, task: AggregatorTask, job: Aggregat
             rec.state = ReportAggregationState.ACTIVE
             rec.verify_state = vdaf.encode_verify_state(state.verify_state)
             responses.append(Resp(rid, VerifyRespType.CONTINUE, state.outbound))
-    failed = commit_output_shares(tx, task, job.agg_param, [s for _, s in to_commit])
+    failed = commit_output_shares(tx, task, job.agg_param, [s for _, s in to_commit], memo)
     for ord_, committed in to_commit:
         err = failed.get(bytes(committed.report_id))
         if err is not None:

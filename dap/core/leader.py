@@ -24,6 +24,7 @@ from dap.common import (
 )
 from dap.core import agg_params
 from dap.core.buckets import (
+    CommitMemo,
     MergedBatch,
     OutputShare,
     bucket_for,
@@ -112,6 +113,7 @@ def store_reports(tx: Transaction, task: AggregatorTask, keyring: Keyring,
     w = task.wire
     statuses = []
     horizon = tx.get_eviction_horizon(tid)
+    memo = CommitMemo()
     for report in reports:
         md = report.report_metadata
         rid = bytes(md.report_id)
@@ -132,12 +134,11 @@ def store_reports(tx: Transaction, task: AggregatorTask, keyring: Keyring,
         elif horizon is not None and t < horizon:
             # Its replay state may be evicted (DAP-18 Section 4.5.3.4, last check).
             error = ReportError.REPORT_DROPPED
-        elif task.batch_mode == BatchMode.TIME_INTERVAL and \
-                tx.interval_overlaps_collected(tid, t, t + 1):
+        elif task.batch_mode == BatchMode.TIME_INTERVAL and memo.time_collected(tx, task, t):
             # The draft says the Leader MUST discard such a report and MAY report it as
             # report_replayed; batch_collected is the more precise ReportError.
             error = ReportError.BATCH_COLLECTED
-        elif not tx.put_client_report(ClientReportRecord(tid, rid, t, report.encode(),
+        elif not tx.put_client_report(ClientReportRecord(tid, rid, t, w.encode_report(report),
                                                          created_at=now)):
             error = ReportError.REPORT_REPLAYED
         if error is not None:
@@ -244,11 +245,13 @@ def create_aggregation_jobs(tx: Transaction, task: AggregatorTask, keyring: Keyr
     outcomes = prepared[1] if prepared is not None and prepared[0] == key_id else {}
     ready: list[tuple[ClientReportRecord, Any, Continued]] = []
     bounds: dict[bytes, int] = {}
+    memo = CommitMemo()
     for rec in reports:
         pre = outcomes.get(bytes(rec.report_id))
         report = pre[0] if pre is not None else task.wire.decode_report(rec.report)
         outcome = _leader_init_one(tx, task, keyring, rec, report, vdaf, ctx, verify_key, now,
-                                   clock_skew, prepared=pre[1] if pre is not None else None)
+                                   clock_skew, prepared=pre[1] if pre is not None else None,
+                                   memo=memo)
         if isinstance(outcome, ReportError):
             tx.set_report_states(tid, [rec.report_id], ReportState.FAILED, error=int(outcome))
             tx.drop_report_encodings(tid, [rec.report_id])
@@ -265,7 +268,8 @@ def _leader_init_one(tx: Transaction, task: AggregatorTask, keyring: Keyring,
                      rec: ClientReportRecord, report: Any, vdaf: Any, ctx: bytes,
                      verify_key: bytes, now: float, clock_skew: int,
                      agg_param: bytes = b"",
-                     prepared: tuple[Continued, int] | ReportError | None = None
+                     prepared: tuple[Continued, int] | ReportError | None = None,
+                     memo: CommitMemo | None = None
                      ) -> tuple[Continued, int] | ReportError:
     """The Leader's checks and first ping-pong step of one report: (state, the report's
     minimum batch size bound), or the report's error. `prepared`: the outcome of
@@ -273,7 +277,8 @@ def _leader_init_one(tx: Transaction, task: AggregatorTask, keyring: Keyring,
     md = report.report_metadata
     rid = bytes(md.report_id)
     t = rec.time
-    horizon = tx.get_eviction_horizon(task.task_id)
+    memo = memo or CommitMemo()
+    horizon = memo.horizon(tx, task)
     if horizon is not None and t < horizon:
         return ReportError.REPORT_DROPPED
     if agg_params.uses_agg_param(task):
@@ -282,8 +287,7 @@ def _leader_init_one(tx: Transaction, task: AggregatorTask, keyring: Keyring,
             return replayed
     elif tx.is_report_aggregated(task.task_id, rid):
         return ReportError.REPORT_REPLAYED
-    elif task.batch_mode == BatchMode.TIME_INTERVAL and \
-            tx.interval_overlaps_collected(task.task_id, t, t + 1):
+    elif task.batch_mode == BatchMode.TIME_INTERVAL and memo.time_collected(tx, task, t):
         return ReportError.BATCH_COLLECTED
     if prepared is not None:
         return prepared

@@ -165,6 +165,11 @@ class Wire:
     def decode_report(self, body: bytes) -> Any:
         return self.report_cls.decode(body)
 
+    def encode_report(self, report: Any) -> bytes:
+        """A report's encoding, as the Leader stores it (a profile may return the bytes
+        the report was decoded from instead of encoding it again)."""
+        return bytes(report.encode())
+
     def decode_upload(self, body: bytes) -> list[Any]:
         """The reports of an upload request. Raises `DecodeError`."""
         raise NotImplementedError

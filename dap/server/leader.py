@@ -47,6 +47,7 @@ from dap.server.common import (
 )
 from dap.server.retention import RetentionTimer
 from dap.server.serving import client_ssl_context
+from dap.server.upload import GROUP_MAX_BODY, groups_of
 from dap.storage import (
     AggregationJobRecord,
     AggregationJobState,
@@ -79,7 +80,11 @@ async def upload_response(app: web.Application, st: AppState, task: Any,
     resource above, and the Oblivious HTTP gateway (`dap.server.gateway`) for an upload
     that came through a relay."""
     keyring = st.keyring()
-    errors = await st.offload(store_upload, st, task, keyring, body)
+    if len(body) <= GROUP_MAX_BODY:
+        # Small uploads (one report per request) share commits (dap.server.upload).
+        errors = await groups_of(st).store(task, keyring, body)
+    else:
+        errors = await st.offload(store_upload, st, task, keyring, body)
     app[WAKE_KEY].set()
     answer = task.wire.upload_answer(task, errors)  # raises a DAP-09 refused report's problem
     if answer is None:

@@ -68,6 +68,10 @@ CREATE TABLE IF NOT EXISTS client_reports (
     state TEXT NOT NULL, aggregation_job_id BLOB, error INTEGER, created_at REAL NOT NULL,
     PRIMARY KEY (task_id, report_id));
 CREATE INDEX IF NOT EXISTS client_reports_state ON client_reports (task_id, state, time);
+-- The order of list_new_reports (and oldest_new_report_age's MIN): the next new reports
+-- are read from the index, O(limit), instead of sorting the task's whole backlog.
+CREATE INDEX IF NOT EXISTS client_reports_new
+    ON client_reports (task_id, state, created_at, report_id);
 CREATE TABLE IF NOT EXISTS aggregation_jobs (
     task_id BLOB NOT NULL, job_id BLOB NOT NULL, role TEXT NOT NULL, state TEXT NOT NULL,
     step INTEGER NOT NULL, agg_param BLOB NOT NULL, batch_id BLOB, request BLOB NOT NULL,

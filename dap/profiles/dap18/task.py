@@ -381,6 +381,12 @@ class Task:
             dp_policy=self.dp_policy,
         )
 
+    @cached_property
+    def input_share_aad_prefix(self) -> bytes:
+        """The first two fields of every report's ``InputShareAad`` (Section 4.4.2.1),
+        ``task_id || TaskConfiguration``, encoded once (`dap.profiles.dap18.fast`)."""
+        return bytes(self.task_id) + bytes(self.configuration().encode())
+
     def config_bytes(self) -> bytes:
         """How Aggregators store the task and Clients receive it: the encoded
         ``TaskConfiguration`` (the DAP-09 counterpart is ``Task09.config_bytes``)."""

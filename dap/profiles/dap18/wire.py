@@ -21,7 +21,8 @@ from dap.common import (
 )
 from dap.core import wire as core
 from dap.core.errors import DapProblem
-from dap.hpke import HpkeKeypair
+from dap.hpke import HpkeKeypair, open_base
+from dap.profiles.dap18 import fast
 from dap.profiles.dap18 import messages as m18
 from dap.profiles.dap18.client import encrypt_aggregate_share, input_share_aad, open_input_share
 from dap.profiles.dap18.messages import AggregationJobExtensionType
@@ -49,6 +50,9 @@ class Wire18(core.Wire):
         ReportError.UNSUPPORTED_EXTENSION: "INVALID_MESSAGE",
     })
     report_cls = m18.Report
+
+    def __init__(self) -> None:
+        self._decoded = fast.DecodedReports()
     continue_req_cls = m18.AggregationJobContinueReq
     continue_item_cls = m18.VerifyContinue
 
@@ -62,7 +66,23 @@ class Wire18(core.Wire):
                                       for rid, err in errors)).encode())
 
     def decode_upload(self, body: bytes) -> list[Any]:
-        return list(m18.UploadRequest.decode(body).reports)
+        decoded = fast.decode_upload_reports(body)
+        if decoded is None:
+            return list(m18.UploadRequest.decode(body).reports)
+        self._decoded.remember(decoded)
+        return [report for report, _ in decoded]
+
+    def encode_report(self, report: Any) -> bytes:
+        return fast.report_encoding(report)
+
+    def decode_report(self, body: bytes) -> Any:
+        """The Leader decodes a report at upload and needs it again to create its
+        aggregation job: the report decoded at upload, if this process took it (looked up
+        by its encoding), else the fast decoder, else the generic one."""
+        report = self._decoded.take(body)
+        if report is None:
+            report = fast.decode_report(body)
+        return report if report is not None else self.report_cls.decode(body)
 
     def report_time(self, task: Any, metadata: Any) -> int:
         return int(metadata.time)
@@ -88,8 +108,21 @@ class Wire18(core.Wire):
     def open_input_share(self, task: Any, keypair: HpkeKeypair, role: Role, metadata: Any,
                          public_share: bytes, ciphertext: HpkeCiphertext
                          ) -> tuple[bytes, list[tuple[int, bytes]]]:
-        aad = input_share_aad(task.task, metadata, public_share)
-        plaintext = open_input_share(keypair, role, aad, ciphertext, profile=task.profile)
+        dap_task = task.task
+        if issubclass(dap_task.profile.messages.InputShareAad, m18.InputShareAad):
+            # The same bytes as input_share_aad(...).encode(), the task's part encoded once.
+            aad = fast.input_share_aad(dap_task.input_share_aad_prefix, metadata,
+                                       public_share)
+            plain = open_base(keypair, ciphertext,
+                              task.profile.input_share_info(role), aad)
+            opened = fast.decode_plaintext_input_share(plain)
+            if opened is not None:
+                return opened
+            decoded = self.m.PlaintextInputShare.decode(plain)  # raises the DecodeError
+            return decoded.payload, [(int(e.extension_type), bytes(e.extension_data))
+                                     for e in decoded.private_extensions]
+        aad_msg = input_share_aad(dap_task, metadata, public_share)
+        plaintext = open_input_share(keypair, role, aad_msg, ciphertext, profile=task.profile)
         return plaintext.payload, [(int(e.extension_type), bytes(e.extension_data))
                                    for e in plaintext.private_extensions]
 
@@ -99,6 +132,10 @@ class Wire18(core.Wire):
         extensions: tuple[m18.AggregationJobExtension, ...] = ()
         if batch_id is not None:
             extensions = (m18.AggregationJobExtension.leader_selected_batch_id(batch_id),)
+        encoded = fast.encode_init_req(self.m.AggregationJobInitReq, verification_key_id,
+                                       agg_param, extensions, items)
+        if encoded is not None:
+            return encoded
         inits = tuple(
             m18.VerifyInit(m18.ReportShare(r.report_metadata, r.public_share,
                                            r.helper_encrypted_input_share), outbound)
@@ -108,10 +145,16 @@ class Wire18(core.Wire):
 
     def decode_init_req(self, task: Any, body: bytes) -> core.InitReq:
         tid = task.task_id
-        try:
-            req = m18.AggregationJobInitReq.decode(body)
-        except DecodeError as exc:
-            raise core.invalid_message(task, exc) from None
+        # The fast path builds DAP-18's VerifyInit and ReportShare (which DAP-19 keeps).
+        same_items = self.m.VerifyInit is m18.VerifyInit and \
+            self.m.ReportShare is m18.ReportShare
+        req = fast.decode_init_req(body, self.m.AggregationJobInitReq) if same_items \
+            else None
+        if req is None:
+            try:
+                req = self.m.AggregationJobInitReq.decode(body)
+            except DecodeError as exc:
+                raise core.invalid_message(task, exc) from None
         unknown = [e.extension_type for e in req.extensions
                    if e.extension_type != AggregationJobExtensionType.LEADER_SELECTED_BATCH_ID]
         if unknown:
@@ -131,6 +174,12 @@ class Wire18(core.Wire):
                        req.verification_key_id, items)
 
     def encode_job_resp(self, resps: Sequence[core.Resp]) -> bytes:
+        encoded = fast.encode_job_resp(
+            [(r.report_id, r.kind, r.payload,
+              int(self.errors.encode(r.error)) if r.error is not None else None)
+             for r in resps], self.m.ReportError)
+        if encoded is not None:
+            return encoded
         out = []
         for r in resps:
             if r.kind == VerifyRespType.CONTINUE:
@@ -143,6 +192,11 @@ class Wire18(core.Wire):
         return bytes(self.m.AggregationJobResp(tuple(out)).encode())
 
     def decode_job_resp(self, body: bytes) -> list[core.Resp]:
+        decoded = fast.decode_job_resp(body, self.m.ReportError)
+        if decoded is not None:
+            return [core.Resp(rid, kind, payload,
+                              self.errors.decode(err) if err is not None else None)
+                    for rid, kind, payload, err in decoded]
         resp = self.m.AggregationJobResp.decode(body)
         return [core.Resp(bytes(v.report_id), v.verify_resp_type, v.payload,
                      self.errors.decode(v.report_error) if v.report_error is not None else None)
