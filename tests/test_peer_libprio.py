@@ -1,8 +1,8 @@
 """Cross-check of our Prio3 against libprio-rs, the `prio` crate of Divvi Up, Janus and
 Firefox (issue 13), for both wire versions: prio 0.18.1 (VDAF-18, peer `libprio18`) and
 prio 0.16.8 (VDAF-08, peer `libprio16`), two Aggregators, several parameter sets of
-Count, Sum, SumVec, Histogram and (VDAF-18) MultihotCountVec, some with our default
-chunk_length.
+Count, Sum, SumVec, Histogram and (VDAF-18) MultihotCountVec and L1BoundSum, some with
+our default chunk_length.
 
 - (a) reports sharded by libprio-rs (its own randomness) verify in ours and aggregate to
   the exact result;
@@ -72,6 +72,15 @@ def _multihot(rng: random.Random, v: Any) -> list[bool]:
     return [i in ones for i in range(v.length)]
 
 
+def _l1(rng: random.Random, v: Any) -> list[int]:
+    """A vector whose L1 norm is at most max_value (sometimes exactly)."""
+    budget = rng.choice([v.max_value, rng.randrange(v.max_value + 1)])
+    out = [0] * v.length
+    for _ in range(budget):
+        out[rng.randrange(v.length)] += 1
+    return out
+
+
 # chunk_length absent: our default (which must be libprio-rs's optimal_chunk_length).
 SETS: dict[str, list[ParamSet]] = {
     "18": [
@@ -91,6 +100,9 @@ SETS: dict[str, list[ParamSet]] = {
         ParamSet("Prio3MultihotCountVec", {"length": 30, "max_weight": 5}, _multihot),
         ParamSet("Prio3MultihotCountVec", {"length": 6, "max_weight": 6, "chunk_length": 4},
                  _multihot),
+        # draft-ietf-ppm-l1-bound-sum (the crate cites -01, we implement -02: same wire).
+        ParamSet("Prio3L1BoundSum", {"length": 3, "max_value": 5, "chunk_length": 2}, _l1),
+        ParamSet("Prio3L1BoundSum", {"length": 10, "max_value": 240}, _l1),
     ],
     "08": [
         ParamSet("Prio3Count", {}, _count),
@@ -114,19 +126,14 @@ VERSIONS = ("18", "08")
 # ---------------------------------------------------------------------------------------
 
 
-def expected(name: str, measurements: list[Any]) -> Any:
+def expected_for(vdaf: Any, measurements: list[Any]) -> Any:
     """The aggregate result, computed from the plain measurements."""
+    name = registry.name_of(vdaf)
     if name in ("Prio3Count", "Prio3Sum"):
         return sum(int(m) for m in measurements)
     if name == "Prio3Histogram":
-        raise AssertionError("use expected_histogram")
-    return [sum(int(m[i]) for m in measurements) for i in range(len(measurements[0]))]
-
-
-def expected_for(vdaf: Any, measurements: list[Any]) -> Any:
-    if registry.name_of(vdaf) == "Prio3Histogram":
         return [sum(1 for m in measurements if m == i) for i in range(vdaf.length)]
-    return expected(registry.name_of(vdaf), measurements)
+    return [sum(int(m[i]) for m in measurements) for i in range(vdaf.length)]
 
 
 def ctx_of(vdaf: Any) -> bytes:
@@ -253,7 +260,7 @@ def vector_v08(vdaf: Any, item: Item) -> dict[str, Any]:
     }
 
 
-OPTIMAL_LENGTHS = list(range(0, 10_001)) + [2**k + d for k in range(14, 31) for d in (-1, 0, 1)]
+OPTIMAL_LENGTHS = list(range(0, 12_001)) + [2**k + d for k in range(14, 31) for d in (-1, 0, 1)]
 
 
 @functools.cache
@@ -470,6 +477,8 @@ def test_default_chunk_length_is_libprios_optimal_chunk_length(version: str) -> 
                 params |= {"bits": 8} if version == "08" else {"max_measurement": 1000}
             if name == "Prio3MultihotCountVec":
                 params["max_weight"] = max(1, length // 3)
+            if name == "Prio3L1BoundSum":
+                params["max_value"] = 1000
             built = registry.build(name, params, version)
             encoded = registry.encoded_measurement_length(name, params)
             assert built.flp.MEAS_LEN == encoded, (name, params)

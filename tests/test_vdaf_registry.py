@@ -140,7 +140,7 @@ def test_describe() -> None:
 def test_optimal_chunk_length_is_libprios() -> None:
     """The values of libprio-rs's own unit test of `optimal_chunk_length` (prio 0.16 and
     0.18, `test_optimal_chunk_length`); tests/test_peer_libprio.py compares every length
-    up to 10000 with the crate itself."""
+    up to 12000 with the crate itself."""
     o = registry.optimal_chunk_length
     assert [o(n) for n in (0, 1, 2, 3, 18, 19, 40, 10_000, 100_000)] == \
         [1, 1, 2, 1, 6, 3, 6, 79, 393]

@@ -21,10 +21,11 @@ from vdaf import registry
 #: The peer project of each VDAF version of the registry.
 PEER_OF_VERSION = {"18": "libprio18", "08": "libprio16"}
 
-#: The VDAFs each peer drives (prio 0.16 has no MultihotCountVec of VDAF-08).
+#: The VDAFs each peer drives (prio 0.16 has no MultihotCountVec of VDAF-08; prio 0.18's
+#: Prio3L1BoundSum cites draft-ietf-ppm-l1-bound-sum-01, ours -02: the same wire).
 PEER_VDAFS = {
     "libprio18": ("Prio3Count", "Prio3Sum", "Prio3SumVec", "Prio3Histogram",
-                  "Prio3MultihotCountVec"),
+                  "Prio3MultihotCountVec", "Prio3L1BoundSum"),
     "libprio16": ("Prio3Count", "Prio3Sum", "Prio3SumVec", "Prio3Histogram"),
 }
 

@@ -27,8 +27,9 @@
 //!                         verifier_shares_to_message and verify_next of both
 //!
 //! `vdaf` is `{"type": "Prio3Count" | "Prio3Sum" | "Prio3SumVec" | "Prio3Histogram" |
-//! "Prio3MultihotCountVec", "max_measurement", "length", "max_weight", "chunk_length"}`
-//! (the parameters of draft-20 Section 7.4); always two Aggregators. Integers of
+//! "Prio3MultihotCountVec" | "Prio3L1BoundSum", "max_measurement", "length",
+//! "max_weight", "max_value", "chunk_length"}` (the parameters of draft-20 Section 7.4 and
+//! draft-ietf-ppm-l1-bound-sum); always two Aggregators. Integers of
 //! measurements and aggregate results are JSON numbers or decimal strings (results are
 //! decimal strings, so that 128-bit values survive).
 
@@ -38,8 +39,8 @@ use std::time::Instant;
 
 use prio::codec::{Encode, ParameterizedDecode};
 use prio::vdaf::prio3::{
-    optimal_chunk_length, Prio3Count, Prio3Histogram, Prio3MultihotCountVec, Prio3Sum,
-    Prio3SumVec,
+    optimal_chunk_length, Prio3Count, Prio3Histogram, Prio3L1BoundSum, Prio3MultihotCountVec,
+    Prio3Sum, Prio3SumVec,
 };
 use prio::vdaf::test_utils::TestVectorClient;
 use prio::vdaf::{Aggregator, Client, Collector, Vdaf, VerifyTransition};
@@ -181,6 +182,15 @@ impl Io for Prio3SumVec {
     }
 }
 
+impl Io for Prio3L1BoundSum {
+    fn measurement(v: &Value) -> R<Vec<u128>> {
+        array_of(v, "measurement", |x| uint(x, "measurement"))
+    }
+    fn result(r: &Vec<u128>) -> Value {
+        Value::Array(r.iter().map(dec).collect())
+    }
+}
+
 impl Io for Prio3Histogram {
     fn measurement(v: &Value) -> R<usize> {
         usize::try_from(uint(v, "measurement")?).map_err(|_| "measurement too large".into())
@@ -205,6 +215,7 @@ enum AnyVdaf {
     SumVec(Prio3SumVec),
     Histogram(Prio3Histogram),
     MultihotCountVec(Prio3MultihotCountVec),
+    L1BoundSum(Prio3L1BoundSum),
 }
 
 /// Runs `$body` with `$v` bound to the concrete VDAF of `$any`.
@@ -216,6 +227,7 @@ macro_rules! with_vdaf {
             AnyVdaf::SumVec($v) => $body,
             AnyVdaf::Histogram($v) => $body,
             AnyVdaf::MultihotCountVec($v) => $body,
+            AnyVdaf::L1BoundSum($v) => $body,
         }
     };
 }
@@ -255,6 +267,15 @@ fn build_vdaf(case: &Value) -> R<AnyVdaf> {
                 SHARES,
                 param_usize(spec, "length")?,
                 param_usize(spec, "max_weight")?,
+                param_usize(spec, "chunk_length")?,
+            )
+            .map_err(err)?,
+        ),
+        "Prio3L1BoundSum" => AnyVdaf::L1BoundSum(
+            Prio3L1BoundSum::new_l1_bound_sum(
+                SHARES,
+                param(spec, "max_value")?,
+                param_usize(spec, "length")?,
                 param_usize(spec, "chunk_length")?,
             )
             .map_err(err)?,
