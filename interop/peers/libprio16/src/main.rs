@@ -77,7 +77,9 @@ fn hex_list(obj: &Value, key: &str) -> R<Vec<Vec<u8>>> {
         .ok_or_else(|| format!("{key} must be a list"))?
         .iter()
         .map(|v| {
-            let text = v.as_str().ok_or_else(|| format!("{key}: not a hex string"))?;
+            let text = v
+                .as_str()
+                .ok_or_else(|| format!("{key}: not a hex string"))?;
             hex::decode(text).map_err(|e| format!("{key}: bad hex: {e}"))
         })
         .collect()
@@ -180,9 +182,7 @@ impl Io for Prio3Count {
         dec(r)
     }
     fn check_vector(&self, doc: &str) {
-        check_test_vec_custom_de::<CountBit, bool, u64, _, _, SEED_SIZE>(doc, |_, _| {
-            self.clone()
-        })
+        check_test_vec_custom_de::<CountBit, bool, u64, _, _, SEED_SIZE>(doc, |_, _| self.clone())
     }
 }
 
@@ -194,9 +194,7 @@ impl Io for Prio3Sum {
         dec(r)
     }
     fn check_vector(&self, doc: &str) {
-        check_test_vec_custom_de::<u128, u128, u128, _, _, SEED_SIZE>(doc, |_, _| {
-            self.clone()
-        })
+        check_test_vec_custom_de::<u128, u128, u128, _, _, SEED_SIZE>(doc, |_, _| self.clone())
     }
 }
 
@@ -208,10 +206,9 @@ impl Io for Prio3SumVec {
         Value::Array(r.iter().map(dec).collect())
     }
     fn check_vector(&self, doc: &str) {
-        check_test_vec_custom_de::<Vec<u128>, Vec<u128>, Vec<u128>, _, _, SEED_SIZE>(
-            doc,
-            |_, _| self.clone(),
-        )
+        check_test_vec_custom_de::<Vec<u128>, Vec<u128>, Vec<u128>, _, _, SEED_SIZE>(doc, |_, _| {
+            self.clone()
+        })
     }
 }
 
@@ -256,9 +253,9 @@ fn build_vdaf(case: &Value) -> R<AnyVdaf> {
     let err = |e: prio::vdaf::VdafError| format!("{kind}: {e}");
     Ok(match kind {
         "Prio3Count" => AnyVdaf::Count(Prio3Count::new_count(SHARES).map_err(err)?),
-        "Prio3Sum" => AnyVdaf::Sum(
-            Prio3Sum::new_sum(SHARES, param_usize(spec, "bits")?).map_err(err)?,
-        ),
+        "Prio3Sum" => {
+            AnyVdaf::Sum(Prio3Sum::new_sum(SHARES, param_usize(spec, "bits")?).map_err(err)?)
+        }
         "Prio3SumVec" => AnyVdaf::SumVec(
             Prio3SumVec::new_sum_vec(
                 SHARES,
@@ -330,8 +327,9 @@ where
     V: Aggregator<SEED_SIZE, NONCE_SIZE> + Vdaf<AggregationParam = ()>,
 {
     let nonce = nonce_of(report)?;
-    let public_share = V::PublicShare::get_decoded_with_param(vdaf, &hex_of(report, "public_share")?)
-        .map_err(|e| format!("decoding public share: {e}"))?;
+    let public_share =
+        V::PublicShare::get_decoded_with_param(vdaf, &hex_of(report, "public_share")?)
+            .map_err(|e| format!("decoding public share: {e}"))?;
     let encoded_shares = hex_list(report, "input_shares")?;
     if encoded_shares.len() != usize::from(SHARES) {
         return Err(format!("expected {SHARES} input shares"));
@@ -428,14 +426,21 @@ where
     }
     let mut agg_shares = Vec::new();
     for outs in accepted {
-        agg_shares.push(vdaf.aggregate(&(), outs).map_err(|e| format!("aggregate: {e}"))?);
+        agg_shares.push(
+            vdaf.aggregate(&(), outs)
+                .map_err(|e| format!("aggregate: {e}"))?,
+        );
     }
     let encoded_agg = agg_shares
         .iter()
         .map(|a| encoded(a, "aggregate share"))
         .collect::<R<Vec<_>>>()?;
     let result = if count > 0 {
-        V::result(&vdaf.unshard(&(), agg_shares, count).map_err(|e| format!("unshard: {e}"))?)
+        V::result(
+            &vdaf
+                .unshard(&(), agg_shares, count)
+                .map_err(|e| format!("unshard: {e}"))?,
+        )
     } else {
         Value::Null
     };
@@ -516,10 +521,12 @@ where
 fn check_vector<V: Io>(vdaf: &V, case: &Value) -> R<Value> {
     no_ctx(case)?;
     let doc = field(case, "vector")?.to_string();
-    Ok(match catch_unwind(AssertUnwindSafe(|| vdaf.check_vector(&doc))) {
-        Ok(()) => json!({ "ok": true }),
-        Err(payload) => json!({ "ok": false, "mismatch": panic_message(payload.as_ref()) }),
-    })
+    Ok(
+        match catch_unwind(AssertUnwindSafe(|| vdaf.check_vector(&doc))) {
+            Ok(()) => json!({ "ok": true }),
+            Err(payload) => json!({ "ok": false, "mismatch": panic_message(payload.as_ref()) }),
+        },
+    )
 }
 
 fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
@@ -571,11 +578,15 @@ fn main() {
     };
     let results: Vec<Value> = cases
         .iter()
-        .map(|case| match catch_unwind(AssertUnwindSafe(|| run_case(case))) {
-            Ok(Ok(v)) => v,
-            Ok(Err(e)) => json!({ "error": e }),
-            Err(payload) => json!({ "error": format!("panic: {}", panic_message(payload.as_ref())) }),
-        })
+        .map(
+            |case| match catch_unwind(AssertUnwindSafe(|| run_case(case))) {
+                Ok(Ok(v)) => v,
+                Ok(Err(e)) => json!({ "error": e }),
+                Err(payload) => {
+                    json!({ "error": format!("panic: {}", panic_message(payload.as_ref())) })
+                }
+            },
+        )
         .collect();
     println!("{}", json!({ "results": results }));
 }

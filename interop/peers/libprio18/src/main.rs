@@ -73,7 +73,9 @@ fn hex_list(obj: &Value, key: &str) -> R<Vec<Vec<u8>>> {
         .ok_or_else(|| format!("{key} must be a list"))?
         .iter()
         .map(|v| {
-            let text = v.as_str().ok_or_else(|| format!("{key}: not a hex string"))?;
+            let text = v
+                .as_str()
+                .ok_or_else(|| format!("{key}: not a hex string"))?;
             hex::decode(text).map_err(|e| format!("{key}: bad hex: {e}"))
         })
         .collect()
@@ -336,8 +338,9 @@ where
     V: Aggregator<SEED_SIZE, NONCE_SIZE> + Vdaf<AggregationParam = ()>,
 {
     let nonce = nonce_of(report)?;
-    let public_share = V::PublicShare::get_decoded_with_param(vdaf, &hex_of(report, "public_share")?)
-        .map_err(|e| format!("decoding public share: {e}"))?;
+    let public_share =
+        V::PublicShare::get_decoded_with_param(vdaf, &hex_of(report, "public_share")?)
+            .map_err(|e| format!("decoding public share: {e}"))?;
     let encoded_shares = hex_list(report, "input_shares")?;
     if encoded_shares.len() != usize::from(SHARES) {
         return Err(format!("expected {SHARES} input shares"));
@@ -348,7 +351,15 @@ where
         let input_share = V::InputShare::get_decoded_with_param(&(vdaf, agg_id), bytes)
             .map_err(|e| format!("decoding input share {agg_id}: {e}"))?;
         let (state, share) = vdaf
-            .verify_init(verify_key, ctx, agg_id, &(), &nonce, &public_share, &input_share)
+            .verify_init(
+                verify_key,
+                ctx,
+                agg_id,
+                &(),
+                &nonce,
+                &public_share,
+                &input_share,
+            )
             .map_err(|e| format!("verify_init of Aggregator {agg_id}: {e}"))?;
         states.push(state);
         shares.push(share);
@@ -434,14 +445,21 @@ where
     }
     let mut agg_shares = Vec::new();
     for outs in accepted {
-        agg_shares.push(vdaf.aggregate(&(), outs).map_err(|e| format!("aggregate: {e}"))?);
+        agg_shares.push(
+            vdaf.aggregate(&(), outs)
+                .map_err(|e| format!("aggregate: {e}"))?,
+        );
     }
     let encoded_agg = agg_shares
         .iter()
         .map(|a| encoded(a, "aggregate share"))
         .collect::<R<Vec<_>>>()?;
     let result = if count > 0 {
-        V::result(&vdaf.unshard(&(), agg_shares, count).map_err(|e| format!("unshard: {e}"))?)
+        V::result(
+            &vdaf
+                .unshard(&(), agg_shares, count)
+                .map_err(|e| format!("unshard: {e}"))?,
+        )
     } else {
         Value::Null
     };
@@ -497,7 +515,15 @@ where
         let mut shares = Vec::new();
         for (agg_id, input_share) in input_shares.iter().enumerate() {
             let (state, share) = vdaf
-                .verify_init(&verify_key, &ctx, agg_id, &(), &nonce, &public_share, input_share)
+                .verify_init(
+                    &verify_key,
+                    &ctx,
+                    agg_id,
+                    &(),
+                    &nonce,
+                    &public_share,
+                    input_share,
+                )
                 .map_err(|e| format!("verify_init: {e}"))?;
             states.push(state);
             shares.push(share);
@@ -558,18 +584,20 @@ fn main() {
     };
     let results: Vec<Value> = cases
         .iter()
-        .map(|case| match catch_unwind(AssertUnwindSafe(|| run_case(case))) {
-            Ok(Ok(v)) => v,
-            Ok(Err(e)) => json!({ "error": e }),
-            Err(payload) => {
-                let msg = payload
-                    .downcast_ref::<String>()
-                    .cloned()
-                    .or_else(|| payload.downcast_ref::<&str>().map(|s| s.to_string()))
-                    .unwrap_or_else(|| "panic".into());
-                json!({ "error": format!("panic: {msg}") })
-            }
-        })
+        .map(
+            |case| match catch_unwind(AssertUnwindSafe(|| run_case(case))) {
+                Ok(Ok(v)) => v,
+                Ok(Err(e)) => json!({ "error": e }),
+                Err(payload) => {
+                    let msg = payload
+                        .downcast_ref::<String>()
+                        .cloned()
+                        .or_else(|| payload.downcast_ref::<&str>().map(|s| s.to_string()))
+                        .unwrap_or_else(|| "panic".into());
+                    json!({ "error": format!("panic: {msg}") })
+                }
+            },
+        )
         .collect();
     println!("{}", json!({ "results": results }));
 }
