@@ -298,7 +298,7 @@ def test_build_vdaf_by_profile() -> None:
     from vdaf import registry
 
     vdaf = build_vdaf("Prio3SumVec", length=10, max_measurement=255)
-    assert registry.describe(vdaf) == "Prio3SumVec(length=10, max_measurement=255, chunk_length=8)"
+    assert registry.describe(vdaf) == "Prio3SumVec(length=10, max_measurement=255, chunk_length=12)"
     vdaf = build_vdaf("Prio3SumVec", length=10, max_measurement=255, profile="dap-09")
-    assert registry.describe(vdaf) == "Prio3SumVec(length=10, bits=8, chunk_length=8) [vdaf-08]"
+    assert registry.describe(vdaf) == "Prio3SumVec(length=10, bits=8, chunk_length=12) [vdaf-08]"
     assert registry.version_of(build_vdaf("Prio3Count", profile="dap-09")) == "08"

@@ -180,8 +180,8 @@ def test_measurement_errors(measurement: Any, message: str) -> None:
 def test_registry_builds_with_default_chunk_length() -> None:
     vdaf = registry.build("Prio3L1BoundSum", {"length": 10, "max_value": "240"})
     assert isinstance(vdaf, Prio3L1BoundSum)
-    assert registry.parameters_of(vdaf) == {"length": 10, "max_value": 240, "chunk_length": 9}
-    assert registry.describe(vdaf) == "Prio3L1BoundSum(length=10, max_value=240, chunk_length=9)"
+    assert registry.parameters_of(vdaf) == {"length": 10, "max_value": 240, "chunk_length": 13}
+    assert registry.describe(vdaf) == "Prio3L1BoundSum(length=10, max_value=240, chunk_length=13)"
     assert registry.from_codepoint(7) == "Prio3L1BoundSum"
     with pytest.raises(registry.RegistryError, match="Prio3L1BoundSum needs max_value"):
         registry.build("Prio3L1BoundSum", {"length": 3})

@@ -3,7 +3,6 @@ through (name_of, parameters_of, version_of), runs, and every bad input has its 
 
 from __future__ import annotations
 
-import math
 import re
 import subprocess
 import sys
@@ -129,37 +128,52 @@ def test_shares() -> None:
 
 def test_describe() -> None:
     assert registry.describe(registry.build("Prio3Histogram", {"length": 10})) == \
-        "Prio3Histogram(length=10, chunk_length=3)"
+        "Prio3Histogram(length=10, chunk_length=4)"
     assert registry.describe(registry.build("Prio3Count")) == "Prio3Count()"
     assert registry.describe(registry.build("Prio3Sum", {"max_measurement": 7}, "08")) == \
         "Prio3Sum(bits=3) [vdaf-08]"
     assert registry.describe(registry.build("Prio3MultihotCountVec",
                                             {"length": 10, "max_weight": 3})) == \
-        "Prio3MultihotCountVec(length=10, max_weight=3, chunk_length=3)"
+        "Prio3MultihotCountVec(length=10, max_weight=3, chunk_length=4)"
 
 
-def test_default_chunk_length_is_the_formula_tasks_always_had() -> None:
+def test_optimal_chunk_length_is_libprios() -> None:
+    """The values of libprio-rs's own unit test of `optimal_chunk_length` (prio 0.16 and
+    0.18, `test_optimal_chunk_length`); tests/test_peer_libprio.py compares every length
+    up to 12000 with the crate itself."""
+    o = registry.optimal_chunk_length
+    assert [o(n) for n in (0, 1, 2, 3, 18, 19, 40, 10_000, 100_000)] == \
+        [1, 1, 2, 1, 6, 3, 6, 79, 393]
+    # By hand: 80 elements in 7 calls of 12 cost 2 * 12 + 2 * 7 = 38, the least of
+    # (2, 63) 130, (3, 31) 68, (6, 15) 42, (27, 3) 60, (80, 1) 162.
+    assert o(80) == 12
+    # Firefox's and Divvi Up's SumVec with 8 bits and length 20 (isqrt(160) would be 12).
+    assert o(160) == 11
+
+
+def test_default_chunk_length_is_libprios_optimal_chunk_length() -> None:
     def chunk(name: str, params: dict[str, int | None], version: str = "18") -> int:
         return registry.parameters_of(registry.build(name, params, version))["chunk_length"]
 
-    # SumVec: isqrt(length * bit length of max_measurement).
-    assert chunk("Prio3SumVec", {"length": 10, "max_measurement": 255}) == math.isqrt(80) == 8
+    o = registry.optimal_chunk_length
+    # SumVec: length * bit length of max_measurement elements.
+    assert chunk("Prio3SumVec", {"length": 20, "max_measurement": 255}) == o(160) == 11
+    assert chunk("Prio3SumVec", {"length": 10, "max_measurement": 255}) == o(80) == 12
     assert chunk("Prio3SumVec", {"length": 1, "max_measurement": 1}) == 1
-    assert chunk("Prio3SumVec", {"length": 10, "bits": 8}, "08") == 8
-    assert chunk("Prio3SumVec", {"length": 10, "max_measurement": 255}, "08") == 8
-    # MultihotCountVec: isqrt(length + bit length of max_weight).
-    assert chunk("Prio3MultihotCountVec", {"length": 20, "max_weight": 5}) == math.isqrt(23)
-    # L1BoundSum: isqrt((length + 1) * bit length of max_value) (l1-bound-sum-02 3.1).
-    assert chunk("Prio3L1BoundSum", {"length": 10, "max_value": 240}) == math.isqrt(88) == 9
-    # Histogram: isqrt(length), at least 1.
+    assert chunk("Prio3SumVec", {"length": 20, "bits": 8}, "08") == 11
+    assert chunk("Prio3SumVec", {"length": 20, "max_measurement": 255}, "08") == 11
+    # MultihotCountVec: length + bit length of max_weight.
+    assert chunk("Prio3MultihotCountVec", {"length": 20, "max_weight": 5}) == o(23) == 4
+    # L1BoundSum: (length + 1) * bit length of max_value (l1-bound-sum-02 3.1).
+    assert chunk("Prio3L1BoundSum", {"length": 10, "max_value": 240}) == o(88) == 13
+    # Histogram: length.
     assert chunk("Prio3Histogram", {"length": 1}) == 1
-    assert chunk("Prio3Histogram", {"length": 100}) == 10
-    assert chunk("Prio3Histogram", {"length": 100}, "08") == 10
-    assert chunk("Prio3MultiHotHistogram", {"length": 20, "max_count": 5}, "08") == \
-        math.isqrt(23)
+    assert chunk("Prio3Histogram", {"length": 100}) == o(100) == 7
+    assert chunk("Prio3Histogram", {"length": 100}, "08") == 7
+    assert chunk("Prio3MultiHotHistogram", {"length": 20, "max_count": 5}, "08") == o(23)
     # A given chunk_length wins; None means absent.
-    assert chunk("Prio3Histogram", {"length": 100, "chunk_length": 7}) == 7
-    assert chunk("Prio3Histogram", {"length": 100, "chunk_length": None}) == 10
+    assert chunk("Prio3Histogram", {"length": 100, "chunk_length": 10}) == 10
+    assert chunk("Prio3Histogram", {"length": 100, "chunk_length": None}) == 7
     with pytest.raises(RegistryError, match="Prio3Sum has no chunk_length"):
         registry.default_chunk_length("Prio3Sum", {"max_measurement": 3})
 

@@ -42,7 +42,6 @@ option names).
 from __future__ import annotations
 
 import inspect
-import math
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -282,35 +281,71 @@ def _bits08(name: str, values: dict[str, int]) -> None:
                             f"disagree (2^{bits} - 1 = {2**bits - 1})")
 
 
-def default_chunk_length(name: str, params: Mapping[str, int]) -> int:
-    """The `chunk_length` a VDAF gets when none is given: about the square root of the
-    length of the encoded measurement, as the drafts recommend (draft-20 Sections 7.4.3,
-    7.4.3.1, 7.4.4, 7.4.5):
+def optimal_chunk_length(measurement_length: int) -> int:
+    """The chunk length that makes the proof shortest for an encoded measurement of
+    `measurement_length` field elements, as libprio-rs computes it
+    (`prio::vdaf::prio3::optimal_chunk_length`, the same in prio 0.16 and 0.18), so that a
+    task made with our defaults matches one made by Divvi Up or Firefox.
 
-        SumVec             isqrt(length * bits), bits = bit length of max_measurement
+    The drafts only say that about the square root of the measurement length is a good
+    choice (draft-20 Section 7.4.3); libprio-rs minimises what the ParallelSum gadget
+    costs in the proof instead. For each number of gadget calls `2^k - 1`, k = 1 ..
+    floor(log2(n + 1)), the chunk length is `ceil(n / calls)` and the cost
+    `2 * chunk + 2 * (next_power_of_two(calls + 1) - 1)` (the gadget's arity and the
+    degree of its wire polynomials); the cheapest wins, and of equally cheap ones the one
+    with more calls (the crate scans k downward and keeps the first minimum). For
+    example 160 (SumVec with 8 bits and length 20) gives 11, where isqrt gives 12.
+    A length of at most 1 gives 1."""
+    n = measurement_length
+    if n <= 1:
+        return 1
+    best_cost, best_chunk = None, 1
+    for log2 in range((n + 1).bit_length() - 1, 0, -1):
+        calls = (1 << log2) - 1
+        chunk = -(-n // calls)
+        # The crate's 2 * (next_power_of_two(calls + 1) - 1) is 2 * calls: calls + 1 is
+        # already a power of two.
+        cost = 2 * chunk + 2 * calls
+        if best_cost is None or cost < best_cost:
+            best_cost, best_chunk = cost, chunk
+    return best_chunk
+
+
+def encoded_measurement_length(name: str, params: Mapping[str, int]) -> int:
+    """The length, in field elements, of the encoded measurement of a VDAF with a
+    chunk_length (draft-20 Sections 7.4.3 to 7.4.5; draft-08 Section 7.4):
+
+        SumVec             length * bits, bits = bit length of max_measurement
                            (VDAF-08: `bits`), at least 1
-        MultihotCountVec   isqrt(length + bits of max_weight), bits at least 1
-        MultiHotHistogram  isqrt(length + bits of max_count) (its encoded length)
-        Histogram          isqrt(length)
-        L1BoundSum         isqrt((length + 1) * bits), bits of max_value
+        MultihotCountVec   length + bits of max_weight, at least 1 bit
+        MultiHotHistogram  length + bits of max_count (VDAF-08 test-only)
+        Histogram          length
+        L1BoundSum         (length + 1) * bits of max_value
                            (draft-ietf-ppm-l1-bound-sum-02 Section 3.1)
 
-    and never less than 1. `params` are valid integer parameters (without chunk_length)."""
+    `params` are valid integer parameters (without chunk_length)."""
     if name == "Prio3SumVec":
         bits = params.get("bits") or max(1, params["max_measurement"].bit_length())
-        encoded = params["length"] * bits
-    elif name == "Prio3MultihotCountVec":
-        encoded = params["length"] + max(1, params["max_weight"].bit_length())
-    elif name == "Prio3MultiHotHistogram":
-        encoded = params["length"] + max(1, params["max_count"].bit_length())
-    elif name == "Prio3Histogram":
-        encoded = params["length"]
-    elif name == "Prio3L1BoundSum":
-        # draft-ietf-ppm-l1-bound-sum-02 Section 3.1: as SumVec, over (length + 1) * bits.
-        encoded = (params["length"] + 1) * max(1, params["max_value"].bit_length())
-    else:
-        raise RegistryError(f"{name} has no chunk_length")
-    return max(1, math.isqrt(encoded))
+        return params["length"] * bits
+    if name == "Prio3MultihotCountVec":
+        return params["length"] + max(1, params["max_weight"].bit_length())
+    if name == "Prio3MultiHotHistogram":
+        return params["length"] + max(1, params["max_count"].bit_length())
+    if name == "Prio3Histogram":
+        return params["length"]
+    if name == "Prio3L1BoundSum":
+        return (params["length"] + 1) * max(1, params["max_value"].bit_length())
+    raise RegistryError(f"{name} has no chunk_length")
+
+
+def default_chunk_length(name: str, params: Mapping[str, int]) -> int:
+    """The `chunk_length` a VDAF gets when none is given: libprio-rs's
+    `optimal_chunk_length` of its encoded measurement length
+    (`encoded_measurement_length`), which Divvi Up and Firefox use, so that tasks made
+    with our defaults are the same VDAF as theirs (issue 13; until then it was
+    isqrt of that length, which the drafts suggest: draft-20 Section 7.4.3).
+    `params` are valid integer parameters (without chunk_length)."""
+    return optimal_chunk_length(encoded_measurement_length(name, params))
 
 
 def build(name: str, params: Mapping[str, Any] | None = None,
@@ -397,9 +432,11 @@ __all__ = [
     "codepoint",
     "default_chunk_length",
     "describe",
+    "encoded_measurement_length",
     "from_codepoint",
     "name_of",
     "names",
+    "optimal_chunk_length",
     "parameter_names",
     "parameters_of",
     "profile",

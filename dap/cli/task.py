@@ -358,8 +358,9 @@ def register(subparsers: Any) -> None:
                    "Randomization)")
     g.add_argument("--max-value", type=int, help="L1BoundSum: the bound on a measurement's "
                    "L1 norm (dap-18, dap-19)")
-    g.add_argument("--chunk-length", type=int, help="default: about sqrt of the encoded "
-                   "measurement length")
+    g.add_argument("--chunk-length", type=int, help="default: libprio-rs's "
+                   "optimal_chunk_length of the encoded measurement length (as Divvi Up "
+                   "and Firefox)")
     g = p.add_argument_group("task")
     g.add_argument("--profile", choices=SHIPPED, default=DEFAULT_PROFILE.name,
                    help="protocol profile: dap-19 (the newest draft, default), dap-18, or "
