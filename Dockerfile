@@ -8,7 +8,8 @@
 #   docker build --build-arg ROLE=collector -t ppm-reference-interop-collector .
 #
 # The container serves the test API (and, for the Aggregators, the DAP resources under
-# /dap/ and, for Janus's interop driver, at the root too) on port 8080 and writes its log to /logs/$ROLE.log as well as to stderr.
+# /dap/ and, for Janus's interop driver, at the root too) on port 8080 and writes its
+# log to /logs/$ROLE.log as well as to stderr.
 #
 # The test API: the interop design defines no authentication and a stock draft-07 runner
 # sends none, so by default the container serves it unauthenticated
