@@ -26,6 +26,7 @@ import os
 import sys
 from typing import Any
 
+from dap.cli.args import port_arg, positive_float
 from interop import runner as r
 from interop import server
 from interop.fields import interop_of
@@ -40,7 +41,7 @@ def register(subparsers: Any) -> None:
     serve = sub.add_parser("serve", help="serve the test API of one role")
     serve.add_argument("--role", required=True, choices=server.ROLES)
     serve.add_argument("--host", default="127.0.0.1")
-    serve.add_argument("--port", type=int, default=8080)
+    serve.add_argument("--port", type=port_arg, default=8080)
     serve.add_argument("--data-dir", default=None,
                        help="folder of the Aggregator's SQLite datastore (default: a "
                             "temporary folder removed on exit)")
@@ -66,7 +67,7 @@ def register(subparsers: Any) -> None:
                      help="only cases of this protocol version (repeatable; default all)")
     run.add_argument("--concurrency", type=int, default=4, help="cases run at once")
     run.add_argument("--time-precision", type=int, default=3600)
-    run.add_argument("--timeout", type=float, default=60.0,
+    run.add_argument("--timeout", type=positive_float, default=60.0,
                      help="seconds a collection may take")
     run.add_argument("--json", action="store_true", help="machine-readable output")
     _token_options(run, "send this token to the four test APIs")
@@ -124,7 +125,14 @@ def _run(args: argparse.Namespace) -> int:
         else args.dap_version
     cases = r.default_cases(*versions)
     if args.vdaf:
-        cases = [c for c in cases if c.vdaf["type"] in args.vdaf]
+        # Prio3Count, prio3count or Count: the VDAF type with or without Prio3, any case.
+        wanted = {v.lower().removeprefix("prio3") for v in args.vdaf}
+        known = sorted({c.vdaf["type"] for c in cases})
+        cases = [c for c in cases if c.vdaf["type"].lower().removeprefix("prio3") in wanted]
+        if not cases:
+            print(f"ppm interop run: error: no case for --vdaf {' '.join(args.vdaf)}; the "
+                  f"cases' VDAFs are {', '.join(known)}", file=sys.stderr)
+            return 2
     if args.batch_mode:
         mode = _batch_modes()[args.batch_mode]
         cases = [c for c in cases if c.batch_mode == mode]

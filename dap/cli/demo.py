@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import shutil
 import sys
 from typing import Any, TextIO
 
@@ -87,8 +88,10 @@ def render(result: dict[str, Any]) -> str:
     true, private = result["true"], result["private"]
     per = result["error"]["per_bucket"]
     if isinstance(true, list):
-        scale = max([abs(v) for v in true] + [1])
-        bar_width = 24
+        # Bars fit the terminal: scaled to the largest value shown (a private value can
+        # exceed every true one), and at most the width left beside the columns.
+        scale = max([abs(float(v)) for v in [*true, *private]] + [1.0])
+        bar_width = max(0, min(24, shutil.get_terminal_size((80, 24)).columns - 36))
         label = "coord" if result["vdaf"] == "Prio3SumVec" else "bucket"
         lines.append(f"{label:>6} {'true':>8} {'private':>9} {'error':>7}")
         for i, (t, p, e) in enumerate(zip(true, private, per, strict=True)):

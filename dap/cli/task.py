@@ -69,7 +69,20 @@ def target(role: str, admin: str | None, config_path: str | None, token: str | N
         raise usage_error(str(exc)) from None
     if not token:
         raise usage_error(f"--admin-token (or PPM_ADMIN_TOKEN) is needed with --{role}-admin")
+    check_admin_role(client, role, f"--{role}-admin")
     return AdminTarget(role, client)
+
+
+def check_admin_role(client: Any, role: str, option: str) -> None:
+    """Refuse an admin URL whose Aggregator reports another role (`GET /internal/health`
+    answers {"role": ...}): swapped --leader-admin / --helper-admin URLs."""
+    health = client.request("GET", "internal/health")
+    other = health.get("role") if isinstance(health, dict) else None
+    if other is not None and other != role:
+        swap = ("; --leader-admin and --helper-admin swapped?"
+                if option.endswith(("leader-admin", "helper-admin")) else "")
+        raise usage_error(f"{option} {client.base} is a {other}, not a {role} (its "
+                          f"/internal/health says so){swap}")
 
 
 def task_interval_of(start: int | None, end: int | None, time_precision: int) -> Any:
@@ -92,11 +105,25 @@ def _warn(message: str) -> None:
     print(f"ppm: warning: {message}", file=sys.stderr)
 
 
+def _refuse_overwrite(args: argparse.Namespace) -> None:
+    """An existing collector-task.json holds the only copy of an earlier task's private
+    key: never overwrite it silently (checked before anything is provisioned)."""
+    if args.out_dir is None or args.force:
+        return
+    for name in ("collector-task.json", "client-task.json"):
+        path = Path(args.out_dir) / name
+        if path.exists():
+            raise usage_error(f"{path} exists (an earlier task's files: its collector key "
+                              "would be lost); choose another --out-dir, or --force to "
+                              "overwrite it")
+
+
 def _cmd_task_create(args: argparse.Namespace) -> int:
     from dap import dp
     from dap.profiles import get_profile
     from dap.provision import TaskRefused, b64, new_task, provision
 
+    _refuse_overwrite(args)
     if args.taskprov:
         return _cmd_task_create_taskprov(args)
     if args.collector_credentials is not None:
@@ -213,6 +240,7 @@ def _cmd_task_create_taskprov(args: argparse.Namespace) -> int:
     from dap.profiles import get_profile
     from dap.provision import b64, collector_keypair_from_view, new_taskprov_task
 
+    _refuse_overwrite(args)
     for option in ("leader_admin", "leader_config", "helper_admin", "helper_config",
                    "max_batch_size"):
         if getattr(args, option) is not None:
@@ -407,7 +435,11 @@ def register(subparsers: Any) -> None:
     g.add_argument("--collector-credentials", metavar="FILE",
                    help="collector-credentials.json of ppm task taskprov-init")
     p.add_argument("--out-dir", metavar="DIR",
-                   help="write client-task.json and collector-task.json (mode 0600) here")
+                   help="write client-task.json and collector-task.json (mode 0600) here; "
+                   "existing task files are not overwritten without --force")
+    p.add_argument("--force", action="store_true",
+                   help="overwrite the task files in --out-dir (the earlier task's "
+                   "collector key is lost)")
     add_json(p)
     p.set_defaults(func=run_command(_cmd_task_create))
 
@@ -447,8 +479,8 @@ def _write_task_files(args: argparse.Namespace, pt: Any) -> dict[str, str]:
     if args.out_dir is None:
         return {}
     out = Path(args.out_dir)
-    out.mkdir(parents=True, exist_ok=True)
     client_path, collector_path = out / "client-task.json", out / "collector-task.json"
+    out.mkdir(parents=True, exist_ok=True)
     write_json_file(client_path, pt.client_view(), private=False)
     write_json_file(collector_path, pt.collector_view(), private=True)
     return {"client_task": str(client_path), "collector_task": str(collector_path)}

@@ -8,7 +8,8 @@ configuration's `admin_token` (absent: the API is disabled).
     GET    /internal/hpke_keys                    list keys (id, state, config)
     POST   /internal/hpke_keys                    add a key {"state": "pending", "kem": ...}
     PUT    /internal/hpke_keys/{config_id}        change state {"state": "active"}
-    DELETE /internal/hpke_keys/{config_id}        delete a key
+    DELETE /internal/hpke_keys/{config_id}        delete a key (not the only active
+                                                  one, unless ?force=true)
 
 HPKE key rotation: add a key as `pending` (it decrypts, but is not advertised), make it
 `active` once every replica has it (advertised first), then mark the old key `expired`
@@ -228,6 +229,8 @@ async def put_key(request: web.Request) -> web.StreamResponse:
     st = state(request)
     config_id = _config_id(request)
     with st.datastore.transaction() as tx:
+        if new_state != HpkeKeyState.ACTIVE:
+            _keep_an_active_key(tx, config_id, request)
         try:
             tx.set_hpke_key_state(config_id, HpkeKeyState(new_state))
         except StorageError:
@@ -242,9 +245,23 @@ async def delete_key(request: web.Request) -> web.StreamResponse:
     st = state(request)
     config_id = _config_id(request)
     with st.datastore.transaction() as tx:
+        _keep_an_active_key(tx, config_id, request)
         tx.delete_hpke_key(config_id)
     st.invalidate_keyring()
     return web.Response(status=200)
+
+
+def _keep_an_active_key(tx: Any, config_id: int, request: web.Request) -> None:
+    """Refuse (409) to delete or retire the only active HPKE key: the Aggregator would
+    advertise no configuration and every Client upload would fail. `?force=true`
+    overrides."""
+    if request.query.get("force", "").lower() in ("1", "true", "yes"):
+        return
+    active = [k.config_id for k in tx.list_hpke_keys() if k.state == HpkeKeyState.ACTIVE]
+    if active == [config_id]:
+        raise DapProblem("conflict", f"HPKE key {config_id} is the only active key: "
+                         "without it Clients cannot upload; add and activate another key "
+                         "first (or add ?force=true)", 409, dap_type=False)
 
 
 def add_routes(app: web.Application) -> None:
