@@ -427,7 +427,9 @@ def test_collect_waits_says_why_and_repolls(servers: Any, tmp_path: Path,
     assert main(["collect", "--task", str(collector_task), "--interval", interval,
                  "--timeout", "1"]) == 1
     line = one_line(capsys)
-    assert "min_batch_size (2)" in line and "--job http" in line
+    # What it waited for, from the Leader (PPM-Collection-Status): 1 report of 2.
+    assert "reports aggregated and not yet collected (min_batch_size 2)" in line
+    assert "--job http" in line
     job = line.split("--job ")[1].split()[0]
     # The job stays; once enough reports are in, polling it gives the result.
     assert main(["upload", "--task", str(client_task), "1", "0"]) == 0
@@ -447,3 +449,34 @@ def test_collect_waits_says_why_and_repolls(servers: Any, tmp_path: Path,
     captured = capsys.readouterr()
     assert "20 batch_collected" in captured.out
     assert captured.out.count("\n") <= 3 and "ppm collect" not in captured.out
+
+
+def test_task_list_show_delete(servers: Any, tmp_path: Path,
+                               capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "task"
+    assert create(servers, out) == 0
+    assert main(["upload", "--task", str(out / "client-task.json"), "1", "0", "1"]) == 0
+    task_id = json.loads((out / "client-task.json").read_text())["task_id"]
+    capsys.readouterr()
+    base = ["--admin", servers.leader_url, "--admin-token", "tok"]
+    assert main(["task", "list", *base, "--json"]) == 0
+    assert [t["task_id"] for t in json.loads(capsys.readouterr().out)["tasks"]] == [task_id]
+    deadline, status = time.time() + 30, {}
+    while time.time() < deadline:  # the Leader aggregates the 3 reports
+        assert main(["task", "show", *base, str(out / "client-task.json"), "--json"]) == 0
+        status = json.loads(capsys.readouterr().out)
+        if status["counters"]["reports"]["aggregated"] == 3:
+            break
+        time.sleep(0.2)
+    c = status["counters"]
+    assert c["reports"]["received"] == 3 and c["reports"]["pending"] == 0
+    assert c["batches"] == {"aggregated_uncollected": 3, "collected_reports": 0,
+                            "min_batch_size": 2, "ready": 1}
+    assert main(["task", "show", *base, task_id]) == 0
+    assert "3 received, 0 pending, 3 aggregated, 0 failed" in capsys.readouterr().out
+    assert main(["task", "show", *base, "not-a-task"]) == 2
+    assert "not a task ID" in one_line(capsys)
+    assert main(["task", "delete", *base, task_id]) == 0
+    capsys.readouterr()
+    assert main(["task", "show", *base, task_id]) == 1
+    assert "404" in one_line(capsys)

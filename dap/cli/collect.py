@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import shutil
 import sys
 from pathlib import Path
 from typing import Any
@@ -95,6 +96,7 @@ def _cmd_collect(args: argparse.Namespace) -> int:
                 left = deadline - loop.time()
                 if left <= 0:
                     raise CliError(waiting.timeout_message(args))
+                waiting.status = collector.last_status
                 waiting.show(args.timeout - left)
                 await asyncio.sleep(min(retry_after, 1.0, max(left, 0.05)))
             result = flow.collect_result(task, keypair, req, resp, vdaf=collector.vdaf)
@@ -201,13 +203,16 @@ class _Waiting:
         self.timeout = timeout
         self.min_batch_size = min_batch_size
         self.job_url = ""
+        self.status: str | None = None  # the Leader's PPM-Collection-Status, if any
         self.shown = False
 
     def show(self, elapsed: float) -> None:
         if sys.stderr.isatty():
-            sys.stderr.write(f"\rwaiting for the Leader to release the batch (at least "
-                             f"{self.min_batch_size} reports aggregated by both "
-                             f"Aggregators): {elapsed:.0f} s of {self.timeout:.0f} s\033[K")
+            what = self.status or (f"at least {self.min_batch_size} reports aggregated by "
+                                   "both Aggregators")
+            width = shutil.get_terminal_size((100, 24)).columns - 1
+            line = f"waiting {elapsed:.0f}/{self.timeout:.0f} s: {what}"[:width]
+            sys.stderr.write(f"\r{line}\033[K")
             sys.stderr.flush()
             self.shown = True
 
@@ -218,6 +223,10 @@ class _Waiting:
 
     def timeout_message(self, args: argparse.Namespace) -> str:
         where = f"--interval {args.interval}" if args.interval else "--current-batch"
+        if self.status:
+            return (f"the batch was not ready after {self.timeout:.0f} s; the Leader says: "
+                    f"{self.status}; upload more or wait, then poll the same job: ppm "
+                    f"collect --task {args.task} {where} --job {self.job_url}")
         return (f"the batch was not ready after {self.timeout:.0f} s: the Leader releases "
                 f"it once min_batch_size ({self.min_batch_size}) reports are aggregated by "
                 "both Aggregators (fewer reports so far, or the Helper unreachable: see "

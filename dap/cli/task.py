@@ -443,6 +443,20 @@ def register(subparsers: Any) -> None:
     add_json(p)
     p.set_defaults(func=run_command(_cmd_task_create))
 
+    for name, help_text in (("list", "list an Aggregator's tasks (admin API)"),
+                            ("show", "a task's counters: reports received, pending, "
+                             "aggregated, failed by reason; jobs; batches ready"),
+                            ("delete", "delete a task from an Aggregator (its reports too)")):
+        p = task_sub.add_parser(name, help=help_text, description=help_text)
+        p.add_argument("--admin", required=True, metavar="URL",
+                       help="the Aggregator's base URL (admin API under /internal/)")
+        p.add_argument("--admin-token", help="default: $PPM_ADMIN_TOKEN")
+        if name != "list":
+            p.add_argument("task_id", metavar="TASK_ID", help="base64url task ID, or a "
+                           "task file (client-task.json, collector-task.json)")
+        add_json(p)
+        p.set_defaults(func=run_command(_TASK_ADMIN[name]))
+
     p = task_sub.add_parser(
         "taskprov-init", help="make the assets a Leader, Helper and Collector share for "
         "taskprov",
@@ -472,6 +486,85 @@ def register(subparsers: Any) -> None:
 
 
 __all__ = ["CliError", "register", "target", "task_interval_of"]
+
+
+def _admin_client(args: argparse.Namespace) -> Any:
+    from dap.admin_client import AdminClient
+
+    token = args.admin_token or os.environ.get("PPM_ADMIN_TOKEN")
+    if not token:
+        raise usage_error("--admin-token (or PPM_ADMIN_TOKEN) is needed")
+    try:
+        return AdminClient(args.admin, token)
+    except ValueError as exc:
+        raise usage_error(f"--admin: {exc}") from None
+
+
+def _task_id_arg(text: str) -> str:
+    """A base64url task ID, or the task_id of a task file."""
+    import base64
+    import binascii
+
+    if Path(text).is_file():
+        return str(_read_json(text, "task file").get("task_id", ""))
+    try:
+        raw = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+    except (ValueError, binascii.Error):
+        raw = b""
+    if len(raw) != 32:
+        raise usage_error(f"not a task ID (32 bytes, base64url) nor a task file: {text!r}")
+    return text
+
+
+def _cmd_task_list(args: argparse.Namespace) -> int:
+    tasks = _admin_client(args).request("GET", "internal/tasks") or []
+    if args.json:
+        emit_json({"ok": True, "tasks": tasks})
+        return 0
+    for t in tasks:
+        print(f"{t['task_id']}  {t['role']:6s}  {t['profile']}")
+    print(f"{len(tasks)} task(s)")
+    return 0
+
+
+def _cmd_task_show(args: argparse.Namespace) -> int:
+    task_id = _task_id_arg(args.task_id)
+    status = _admin_client(args).request("GET", f"internal/tasks/{task_id}")
+    if args.json:
+        emit_json({"ok": True, **status})
+        return 0
+    print(f"task {status['task_id']}  ({status['role']}, {status['profile']}"
+          + (f", {status['batch_mode']}, min_batch_size {status['min_batch_size']}"
+             if "min_batch_size" in status else "") + ")")
+    c = status.get("counters")
+    if c is None:
+        print("  no counters: this Aggregator's datastore does not keep them")
+        return 0
+    r, b = c["reports"], c["batches"]
+    failed = ", ".join(f"{n} {k}" for k, n in sorted(r["failed_by_reason"].items()))
+    print(f"  reports     {r['received']} received, {r['pending']} pending, "
+          f"{r['aggregated']} aggregated, {r['failed']} failed" + (f" ({failed})"
+                                                                  if failed else ""))
+    print(f"  batches     {b['aggregated_uncollected']} aggregated reports not collected"
+          + (f", {b['ready']} bucket(s) ready (>= {b['min_batch_size']})"
+             if "ready" in b else "") + f", {b['collected_reports']} collected")
+    for what, key in (("agg. jobs", "aggregation_jobs"), ("coll. jobs", "collection_jobs")):
+        if c[key]:
+            print(f"  {what:11s} " + ", ".join(f"{n} {s}" for s, n in sorted(c[key].items())))
+    return 0
+
+
+def _cmd_task_delete(args: argparse.Namespace) -> int:
+    task_id = _task_id_arg(args.task_id)
+    _admin_client(args).delete_task(task_id)
+    if args.json:
+        emit_json({"ok": True, "task_id": task_id, "deleted": True})
+    else:
+        print(f"deleted task {task_id} from {args.admin}")
+    return 0
+
+
+_TASK_ADMIN = {"list": _cmd_task_list, "show": _cmd_task_show, "delete": _cmd_task_delete}
 
 
 def _write_task_files(args: argparse.Namespace, pt: Any) -> dict[str, str]:

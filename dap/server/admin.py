@@ -4,6 +4,7 @@ configuration's `admin_token` (absent: the API is disabled).
     GET    /internal/health                       liveness
     POST   /internal/tasks                        provision a task (JSON, see TaskSpec)
     GET    /internal/tasks                        list task IDs
+    GET    /internal/tasks/{task_id}              a task's counters (dap/server/status.py)
     DELETE /internal/tasks/{task_id}              remove a task
     GET    /internal/hpke_keys                    list keys (id, state, config)
     POST   /internal/hpke_keys                    add a key {"state": "pending", "kem": ...}
@@ -168,6 +169,27 @@ async def list_tasks(request: web.Request) -> web.StreamResponse:
                                "profile": t.profile} for t in tasks])
 
 
+async def get_task(request: web.Request) -> web.StreamResponse:
+    """A task and its counters: reports received, pending, aggregated and failed by
+    reason; jobs by state; batches ready and collected (`dap.server.status`)."""
+    from dap.common import Role
+    from dap.server.status import task_status
+
+    _check_admin(request)
+    task_id = _task_id(request)
+    st = state(request)
+    with st.datastore.transaction() as tx:
+        record = tx.get_task(task_id)
+        if record is None:
+            raise DapProblem("notFound", "no such task", 404, dap_type=False)
+        try:
+            task = st.tasks.get(tx, task_id, Role.LEADER if record.role == "leader"
+                                else Role.HELPER)
+        except (DapProblem, ValueError):
+            task = None
+        return web.json_response(task_status(tx, record, task))
+
+
 async def delete_task(request: web.Request) -> web.StreamResponse:
     _check_admin(request)
     task_id = _task_id(request)
@@ -268,6 +290,7 @@ def add_routes(app: web.Application) -> None:
     app.router.add_get("/internal/health", health)
     app.router.add_post("/internal/tasks", post_task)
     app.router.add_get("/internal/tasks", list_tasks)
+    app.router.add_get("/internal/tasks/{task_id}", get_task)
     app.router.add_delete("/internal/tasks/{task_id}", delete_task)
     app.router.add_get("/internal/hpke_keys", list_keys)
     app.router.add_post("/internal/hpke_keys", post_key)

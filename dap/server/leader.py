@@ -46,6 +46,7 @@ from dap.server.common import (
 )
 from dap.server.retention import RetentionTimer
 from dap.server.serving import client_ssl_context
+from dap.server.status import STATUS_HEADER, collection_hint
 from dap.storage import (
     AggregationJobRecord,
     AggregationJobState,
@@ -148,7 +149,11 @@ async def poll_collection_job(request: web.Request) -> web.StreamResponse:
         with st.datastore.transaction() as tx:
             body = core.get_collection_job(tx, task, job_id)
     except NotReady:
-        return not_ready_response(st.config, status=task.profile.statuses["collection_not_ready"])
+        resp = not_ready_response(st.config,
+                                  status=task.profile.statuses["collection_not_ready"])
+        with st.datastore.transaction() as tx:  # what it waits for (dap.server.status)
+            resp.headers[STATUS_HEADER] = collection_hint(tx, task, job_id)
+        return resp
     return message_response(task, task.profile.message_names["collection"], body)
 
 
