@@ -26,7 +26,7 @@ import os
 import sys
 from typing import Any
 
-from dap.cli.args import port_arg, positive_float
+from dap.cli.args import port_arg, positive_float, positive_int
 from interop import runner as r
 from interop import server
 from interop.fields import interop_of
@@ -65,7 +65,7 @@ def register(subparsers: Any) -> None:
     run.add_argument("--dap-version", action="append", default=None,
                      choices=[*r.VERSIONS, "all"],
                      help="only cases of this protocol version (repeatable; default all)")
-    run.add_argument("--concurrency", type=int, default=4, help="cases run at once")
+    run.add_argument("--concurrency", type=positive_int, default=4, help="cases run at once")
     run.add_argument("--time-precision", type=int, default=3600)
     run.add_argument("--timeout", type=positive_float, default=60.0,
                      help="seconds a collection may take")
@@ -144,8 +144,7 @@ def _run(args: argparse.Namespace) -> int:
     except (r.RunnerError, server.ServeError) as exc:
         if args.json:
             print(json.dumps({"ok": False, "error": str(exc), "cases": []}))
-        else:
-            print(f"error: {exc}")
+        print(f"ppm interop run: error: {exc}", file=sys.stderr)
         return 1
     passed = sum(o.passed for o in outcomes)
     ok = bool(outcomes) and passed == len(outcomes)

@@ -32,6 +32,12 @@ from ppm.cli import build_parser, main
 ROOT = Path(__file__).resolve().parent.parent
 
 
+def has_mpl() -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec("matplotlib") is not None
+
+
 def leaves() -> list[tuple[list[str], argparse.ArgumentParser]]:
     """Every sub-command that runs something: (its words, its parser)."""
     out: list[tuple[list[str], argparse.ArgumentParser]] = []
@@ -236,7 +242,7 @@ def test_json_output_into_a_closed_pipe() -> None:
     assert "Traceback" not in proc.stderr and "BrokenPipe" not in proc.stderr
 
 
-def test_demo_bars_fit_the_terminal(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_demo_bars_fit_the_terminal(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     from dap.cli.demo import render
 
     monkeypatch.setenv("COLUMNS", "60")
@@ -248,6 +254,11 @@ def test_demo_bars_fit_the_terminal(monkeypatch: pytest.MonkeyPatch) -> None:
               "guarantee": {"trust_model": None, "note": "none"}, "guarantees": {},
               "timings": {"total": 1, "setup": 0, "upload": 0, "collect": 0}}
     assert max(len(line) for line in render(result).splitlines()) <= 80
+    pytest.importorskip("matplotlib", reason="matplotlib (the 'plot' extra) is absent")
+    from dap.cli.demo import plot_demo
+
+    plot_demo(str(tmp_path / "demo.png"), result)
+    assert (tmp_path / "demo.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
 # -- server configuration ----------------------------------------------------------------
@@ -439,8 +450,11 @@ def test_collect_waits_says_why_and_repolls(servers: Any, tmp_path: Path,
     code = 1
     while code != 0 and time.time() < deadline:
         code = main(["collect", "--task", str(collector_task), "--interval", interval,
-                     "--job", job, "--timeout", "5", "--out", str(result)])
+                     "--job", job, "--timeout", "5", "--out", str(result),
+                     *(["--plot", str(tmp_path / "r.png")] if has_mpl() else [])])
     assert code == 0
+    if has_mpl():
+        assert (tmp_path / "r.png").read_bytes()[:4] == b"\x89PNG"
     kept = json.loads(result.read_text())
     assert kept["result"] == 2 and kept["report_count"] == 3 and kept["job_url"] == job
     # Uploading into the collected interval: one summary line, no hint to collect it.
@@ -480,3 +494,66 @@ def test_task_list_show_delete(servers: Any, tmp_path: Path,
     capsys.readouterr()
     assert main(["task", "show", *base, task_id]) == 1
     assert "404" in one_line(capsys)
+
+
+# -- logs and metrics --------------------------------------------------------------------
+
+
+def test_metrics_endpoint(servers: Any, tmp_path: Path,
+                          capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "task"
+    assert create(servers, out) == 0
+    assert main(["upload", "--task", str(out / "client-task.json"), "1", "0"]) == 0
+    capsys.readouterr()
+    url = servers.leader_url + "metrics"
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        urllib.request.urlopen(url, timeout=10)
+    assert refused.value.code == 403
+    req = urllib.request.Request(url, headers={"Authorization": "Bearer tok"})
+    with urllib.request.urlopen(req, timeout=10) as resp:
+        assert resp.headers["Content-Type"].startswith("text/plain; version=0.0.4")
+        text = resp.read().decode()
+    task_id = json.loads((out / "client-task.json").read_text())["task_id"]
+    lines = text.splitlines()
+    # Requests by canonical route (no task IDs in the label), with their latencies.
+    upload = [x for x in lines if x.startswith("ppm_http_requests_total")
+              and 'route="/tasks/{task_id}/reports"' in x]
+    assert upload and int(upload[0].rsplit(" ", 1)[1]) >= 1
+    assert any(x.startswith("ppm_http_request_duration_seconds_bucket") and 'le="+Inf"' in x
+               for x in lines)
+    reports = {x.split("state=")[1].split('"')[1]: float(x.rsplit(" ", 1)[1]) for x in lines
+               if x.startswith("ppm_task_reports{") and task_id in x}
+    assert sum(reports.values()) == 2
+    assert any(x.startswith('ppm_queue_depth{queue="reports_without_job"}') for x in lines)
+    # Every sample line is NAME{LABELS} VALUE or NAME VALUE; every family has a TYPE.
+    families = {x.split()[2] for x in lines if x.startswith("# TYPE")}
+    for x in lines:
+        if not x.startswith("#"):
+            name = x.split("{")[0].split(" ")[0]
+            base = name.removesuffix("_bucket").removesuffix("_sum").removesuffix("_count")
+            assert name in families or base in families, x
+            float(x.rsplit(" ", 1)[1])
+
+
+def test_json_log_lines() -> None:
+    import logging
+
+    from dap.server.logs import JsonFormatter, configure
+
+    record = logging.LogRecord("ppm.access", logging.INFO, __file__, 1, "%s %s %d",
+                               ("GET", "/hpke_config", 200), None)
+    record.route = "/hpke_config"
+    obj = json.loads(JsonFormatter().format(record))
+    assert obj["message"] == "GET /hpke_config 200" and obj["route"] == "/hpke_config"
+    assert obj["level"] == "INFO" and obj["logger"] == "ppm.access"
+    with pytest.raises(ValueError, match="log_format"):
+        configure("INFO", "xml")
+
+
+def test_log_options_are_checked(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["config", "init", "--out-dir", str(tmp_path)]) == 0
+    capsys.readouterr()
+    leader = str(tmp_path / "leader.json")
+    assert main(["leader", "--config", leader, "--log-format", "xml"]) == 2
+    assert "--log-format" in one_line(capsys)
+    assert main(["leader", "--config", leader, "--log-level", "debug", "--check"]) == 0

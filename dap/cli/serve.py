@@ -4,6 +4,7 @@ describes (aiohttp, Ctrl-C to stop). `python -m dap.server FILE` is the same wit
 from __future__ import annotations
 
 import argparse
+import dataclasses
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -24,11 +25,15 @@ def load_config(path: str | Path, role: str | None = None) -> Any:
 
 def serve(path: str | Path, role: str | None = None) -> int:
     """Run the aggregator a configuration file describes until interrupted."""
+    return serve_config(load_config(path, role))
+
+
+def serve_config(config: Any) -> int:
+    """Run the aggregator of an AggregatorConfig until interrupted."""
     from dap.server.app import run
     from dap.server.config import ConfigError
     from dap.storage import StorageError
 
-    config = load_config(path, role)
     try:
         run(config)
     except (ConfigError, StorageError) as exc:
@@ -41,13 +46,16 @@ def serve(path: str | Path, role: str | None = None) -> int:
 
 def _cmd_serve(role: str) -> Callable[[argparse.Namespace], int]:
     def cmd(args: argparse.Namespace) -> int:
+        config = load_config(args.config, role)
+        overrides = {k: v for k, v in (("log_level", args.log_level),
+                                       ("log_format", args.log_format)) if v is not None}
+        config = dataclasses.replace(config, **overrides)
         if args.check:
-            config = load_config(args.config, role)
             print(f"{args.config}: a valid {role} configuration (listens on "
                   f"{config.scheme}://{config.listen_host}:{config.listen_port}/, datastore "
                   f"{config.datastore}, admin API {'on' if config.admin_token else 'off'})")
             return 0
-        return serve(args.config, role)
+        return serve_config(config)
 
     return run_command(cmd)
 
@@ -90,6 +98,11 @@ def register(subparsers: Any) -> None:
                        "ppm config init writes one)")
         p.add_argument("--check", action="store_true",
                        help="check the configuration (every key's type and value) and exit")
+        p.add_argument("--log-level", type=str.upper,
+                       choices=("DEBUG", "INFO", "WARNING", "ERROR"),
+                       help="override the configuration's log_level (default INFO)")
+        p.add_argument("--log-format", choices=("text", "json"),
+                       help="override log_format: text, or json (one object per line)")
         p.set_defaults(func=_cmd_serve(role))
     _register_config(subparsers)
 

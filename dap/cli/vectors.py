@@ -55,7 +55,7 @@ def _generate(args: argparse.Namespace) -> int:
         if args.json:
             print(json.dumps({"ok": False, "errors": [str(exc)]}))
         else:
-            print(exc, file=sys.stderr)
+            print(f"ppm dap vectors generate: error: {exc}", file=sys.stderr)
         return 2
     paths = generate(args.out, profile)
     if args.json:
@@ -75,7 +75,7 @@ def _check(args: argparse.Namespace) -> int:
         if args.json:
             print(json.dumps({"ok": False, "files": 0, "checks": 0, "errors": [message]}))
         else:
-            print(message, file=sys.stderr)
+            print(f"ppm dap vectors check: error: {message}", file=sys.stderr)
         return 1
     report = check(args.directory)
     if args.json:

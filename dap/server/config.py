@@ -49,7 +49,10 @@ Example (every key but `role` and `datastore` is optional)::
       "max_connections": 1000,           # then the oldest idle connection is closed
       "tls_cert": "cert.pem", "tls_key": "key.pem",   # serve HTTPS (both or neither)
       "tls_ca_file": "ca.pem",           # also trust this CA for requests to the Helper
-      "worker_threads": 4                # blocking work off the event loop (0: on it)
+      "worker_threads": 4,               # blocking work off the event loop (0: on it)
+      "log_level": "INFO",               # DEBUG, INFO, WARNING or ERROR
+      "log_format": "text",              # text, or json: one JSON object per line
+      "access_log": false                # one log line per request (logger ppm.access)
     }
 
 Keys starting with `#` are comments. `ppm config init` writes a commented pair of files;
@@ -117,6 +120,9 @@ class AggregatorConfig:
     tls_key: str | None = None
     tls_ca_file: str | None = None
     worker_threads: int = 4
+    log_level: str = "INFO"
+    log_format: str = "text"
+    access_log: bool = False
 
 
     def __post_init__(self) -> None:
@@ -133,6 +139,10 @@ class AggregatorConfig:
             raise ValueError("straggler_age must be a number of seconds >= 0")
         if self.job_concurrency < 1:
             raise ValueError("job_concurrency must be at least 1")
+        if self.log_level.upper() not in ("DEBUG", "INFO", "WARNING", "ERROR"):
+            raise ValueError("log_level must be DEBUG, INFO, WARNING or ERROR")
+        if self.log_format not in ("text", "json"):
+            raise ValueError('log_format must be "text" or "json"')
         if self.min_job_size < 1 or self.max_job_size < self.min_job_size:
             raise ValueError("need 1 <= min_job_size <= max_job_size")
         for name in ("max_upload_bytes", "max_aggregation_job_bytes", "max_collection_bytes",

@@ -423,6 +423,8 @@ class LeaderWorker:
             abandoned = await st.offload(process)
             if abandoned is None:
                 return
+            log.info("aggregation job %s (task %s) step %d: %s", job.job_id.hex(),
+                     job.task_id.hex()[:16], job.step, "abandoned" if abandoned else "done")
             if abandoned:
                 await self._delete_helper_job(task, job)
             self.app[WAKE_KEY].set()
@@ -571,6 +573,8 @@ class LeaderWorker:
                 if fresh is not None and fresh.state == CollectionJobState.COLLECTING:
                     core.finish_collection(tx, task, fresh, share_request, content,
                                            rng=st.rng)
+                    log.info("collection job %s (task %s): finished", job.job_id.hex(),
+                             job.task_id.hex()[:16])
             self.share_locations.pop(job.job_id, None)
             return True
         if 200 <= status < 300:
@@ -589,6 +593,8 @@ class LeaderWorker:
             fresh = tx.get_collection_job(job.task_id, job.job_id)
             if fresh is not None and fresh.state in _PENDING_COLLECTION:
                 core.release_refused_collection(tx, task, fresh, token, f"Helper: {detail}")
+                log.info("collection job %s (task %s): refused by the Helper: %s %s",
+                         job.job_id.hex(), job.task_id.hex()[:16], token, detail)
         return True
 
     def _retry_collection(self, job: CollectionJobRecord, reason: str) -> None:
