@@ -463,6 +463,9 @@ def test_collect_waits_says_why_and_repolls(servers: Any, tmp_path: Path,
     captured = capsys.readouterr()
     assert "20 batch_collected" in captured.out
     assert captured.out.count("\n") <= 3 and "ppm collect" not in captured.out
+    # Refused at upload, so not stored: counted by the Leader's /metrics.
+    assert 'ppm_upload_rejections_total{reason="batch_collected"} 20' in \
+        scrape(servers.leader_url)
 
 
 def test_task_list_show_delete(servers: Any, tmp_path: Path,
@@ -557,3 +560,9 @@ def test_log_options_are_checked(tmp_path: Path, capsys: pytest.CaptureFixture[s
     assert main(["leader", "--config", leader, "--log-format", "xml"]) == 2
     assert "--log-format" in one_line(capsys)
     assert main(["leader", "--config", leader, "--log-level", "debug", "--check"]) == 0
+
+
+def scrape(url: str) -> list[str]:
+    req = urllib.request.Request(url + "metrics", headers={"Authorization": "Bearer tok"})
+    with urllib.request.urlopen(req, timeout=10) as resp:
+        return resp.read().decode().splitlines()

@@ -93,10 +93,10 @@ def _cmd_collect(args: argparse.Namespace) -> int:
                         from None
                 if resp is not None:
                     break
+                waiting.status = collector.last_status
                 left = deadline - loop.time()
                 if left <= 0:
                     raise CliError(waiting.timeout_message(args))
-                waiting.status = collector.last_status
                 waiting.show(args.timeout - left)
                 await asyncio.sleep(min(retry_after, 1.0, max(left, 0.05)))
             result = flow.collect_result(task, keypair, req, resp, vdaf=collector.vdaf)

@@ -44,6 +44,7 @@ from dap.server.common import (
     state,
     task_id_param,
 )
+from dap.server.metrics import count_rejections
 from dap.server.retention import RetentionTimer
 from dap.server.serving import client_ssl_context
 from dap.server.status import STATUS_HEADER, collection_hint
@@ -80,6 +81,7 @@ async def upload_response(app: web.Application, st: AppState, task: Any,
     that came through a relay."""
     keyring = st.keyring()
     errors = await st.offload(store_upload, st, task, keyring, body)
+    count_rejections(app, errors)  # /metrics: ppm_upload_rejections_total{reason}
     app[WAKE_KEY].set()
     answer = task.wire.upload_answer(task, errors)  # raises a DAP-09 refused report's problem
     if answer is None:

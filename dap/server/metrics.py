@@ -9,6 +9,7 @@ Per process (this process's requests since it started):
 
     ppm_http_requests_total{route,method,status}        counter
     ppm_http_request_duration_seconds{route}            histogram
+    ppm_upload_rejections_total{reason}                 counter: reports refused at upload
 
 From the datastore at each scrape (the same for every process of an Aggregator):
 
@@ -57,6 +58,7 @@ class Metrics:
         self.histograms: dict[str, list[int]] = {}
         self.sums: dict[str, float] = defaultdict(float)
         self.counts: dict[str, int] = defaultdict(int)
+        self.rejections: dict[str, int] = defaultdict(int)
 
     def observe(self, route: str, method: str, status: int, seconds: float) -> None:
         self.requests[(route, method, status)] += 1
@@ -69,6 +71,16 @@ class Metrics:
 
 
 METRICS_KEY = web.AppKey("ppm_metrics", Metrics)
+
+
+def count_rejections(app: web.Application, errors: list[tuple[bytes, Any]]) -> None:
+    """Count the reports an upload refused, by reason (they are not stored, so the
+    datastore gauges cannot show them)."""
+    metrics = app.get(METRICS_KEY)
+    if metrics is None:
+        return
+    for _report_id, error in errors:
+        metrics.rejections[getattr(error, "name", str(error)).lower()] += 1
 
 
 def _route(request: web.Request) -> str:
@@ -129,6 +141,10 @@ def exposition(metrics: Metrics, datastore_gauges: dict[str, list[tuple[dict[str
                    f"{metrics.sums[route]:.6f}")
         out.append(f"ppm_http_request_duration_seconds_count{_labels(route=route)} "
                    f"{metrics.counts[route]}")
+    out += ["# HELP ppm_upload_rejections_total Uploaded reports this process refused, by "
+            "reason.", "# TYPE ppm_upload_rejections_total counter"]
+    for reason, n in sorted(metrics.rejections.items()):
+        out.append(f"ppm_upload_rejections_total{_labels(reason=reason)} {n}")
     for name, series in datastore_gauges.items():
         out += [f"# HELP {name} {GAUGE_HELP.get(name, name)}", f"# TYPE {name} gauge"]
         for labels, value in series:
