@@ -32,6 +32,21 @@ from ppm.cli import build_parser, main
 ROOT = Path(__file__).resolve().parent.parent
 
 
+@pytest.fixture(autouse=True)
+def restore_logging() -> Iterator[None]:
+    """A command that configures logging (interop serve) must not leave a handler on a
+    captured stream that a later test closes."""
+    import logging
+
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    yield
+    for handler in list(root.handlers):
+        if handler not in handlers:
+            root.removeHandler(handler)
+    root.setLevel(level)
+
+
 def has_mpl() -> bool:
     import importlib.util
 
@@ -334,17 +349,18 @@ class ServersInThread:
     """A Leader and a Helper (tests/dap_harness.AggregatorPair) on an event loop of their
     own, so that the CLI's blocking admin client and its own asyncio.run can call them."""
 
-    def __init__(self, tmp_path: Path) -> None:
+    def __init__(self, tmp_path: Path, **leader: Any) -> None:
         from tests.dap_harness import AggregatorPair
 
         overrides = {"admin_token": "tok", "min_batch_size_floor": 1}
-        self.pair = AggregatorPair(tmp_path, overrides, overrides)
+        self.pair = AggregatorPair(tmp_path, {**overrides, **leader}, overrides)
         self.loop = asyncio.new_event_loop()
         self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
 
     def __enter__(self) -> Any:
         self.thread.start()
         asyncio.run_coroutine_threadsafe(self.pair.start(), self.loop).result(30)
+        self.pair.loop = self.loop  # type: ignore[attr-defined] - for tests that stop one
         return self.pair
 
     def __exit__(self, *exc: object) -> None:
@@ -566,3 +582,22 @@ def scrape(url: str) -> list[str]:
     req = urllib.request.Request(url + "metrics", headers={"Authorization": "Bearer tok"})
     with urllib.request.urlopen(req, timeout=10) as resp:
         return resp.read().decode().splitlines()
+
+
+def test_collect_names_a_helper_that_is_down(tmp_path: Path,
+                                             capsys: pytest.CaptureFixture[str]) -> None:
+    # The Leader forms a job 2 s after the first report (min_job_size 10): time to stop
+    # the Helper after the Client has fetched its HPKE configuration.
+    with ServersInThread(tmp_path, min_job_size=10, straggler_age=2.0) as servers:
+        out = tmp_path / "task"
+        assert create(servers, out) == 0
+        assert main(["upload", "--task", str(out / "client-task.json"), "1", "0", "1",
+                     "--json"]) == 0
+        helper_runner = servers.runners[0]  # AggregatorPair starts the Helper first
+        asyncio.run_coroutine_threadsafe(helper_runner.cleanup(), servers.loop).result(30)
+        interval = json.loads(capsys.readouterr().out.splitlines()[-1])["collect_hint"]
+        assert main(["collect", "--task", str(out / "collector-task.json"), "--interval",
+                     interval.split()[1], "--timeout", "6"]) == 1
+        line = one_line(capsys)
+        assert "0 reports aggregated" in line and "3 waiting for aggregation" in line
+        assert "aggregation jobs are being retried" in line

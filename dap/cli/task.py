@@ -551,6 +551,8 @@ def _cmd_task_show(args: argparse.Namespace) -> int:
     for what, key in (("agg. jobs", "aggregation_jobs"), ("coll. jobs", "collection_jobs")):
         if c[key]:
             print(f"  {what:11s} " + ", ".join(f"{n} {s}" for s, n in sorted(c[key].items())))
+    if c.get("aggregation_retrying"):
+        print(f"  retrying    {c['aggregation_retrying']}")
     return 0
 
 

@@ -3,7 +3,8 @@ the Aggregator's per-task counters, read from its datastore.
 
     reports       received, pending (waiting for or in an aggregation job), aggregated,
                   failed by reason (the core's ReportError names)
-    jobs          aggregation jobs by state, collection jobs by state (Leader)
+    jobs          aggregation jobs by state, collection jobs by state (Leader), and the
+                  last error of an aggregation job being retried (a Helper down)
     batches       aggregated reports not yet collected, batch buckets holding at least
                   min_batch_size of them (ready), reports in collected buckets, and the
                   most recent buckets (time-interval: their start, in seconds)
@@ -70,6 +71,7 @@ def summarize(raw: dict[str, Any], min_batch_size: int | None = None,
             entry["bucket"] = bucket.hex()
         buckets.append(entry)
     return {"reports": reports, "aggregation_jobs": agg_jobs, "collection_jobs": coll_jobs,
+            "aggregation_retrying": raw.get("aggregation_retrying"),
             "batches": batches, "buckets": buckets}
 
 
@@ -107,7 +109,7 @@ STATUS_HEADER = "PPM-Collection-Status"
 _HINTS: dict[tuple[bytes, bytes], tuple[float, str]] = {}
 #: Seconds a hint is reused: counting a task's reports is a scan of its index, and a
 #: Collector polls every `retry_after`.
-HINT_TTL = 5.0
+HINT_TTL = 2.0
 
 
 def collection_hint(tx: Any, task: Any, job_id: bytes) -> str:
@@ -138,6 +140,9 @@ def _collection_hint(tx: Any, task: Any, job_id: bytes) -> str:
         parts.append(f"{b['aggregated_uncollected']} reports aggregated and not yet "
                      f"collected (min_batch_size {b['min_batch_size']}), {r['pending']} "
                      "waiting for aggregation")
+        if c["aggregation_retrying"]:
+            parts.append("aggregation jobs are being retried (the Helper unreachable or "
+                         f"refusing?): {c['aggregation_retrying']}")
     if job is not None and job.state == CollectionJobState.COLLECTING:
         parts.append("waiting for the Helper's aggregate share")
     if job is not None and job.error_detail:

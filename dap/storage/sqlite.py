@@ -673,8 +673,13 @@ class SqliteTransaction:
             "SELECT b.bucket, MAX(b.report_count), EXISTS (SELECT 1 FROM collected_buckets "
             "c WHERE c.task_id=b.task_id AND c.bucket=b.bucket) FROM batch_buckets b "
             f"{b_where} GROUP BY b.task_id, b.bucket", args)]  # noqa: S608
+        a_where = "AND task_id=?" if task_id is not None else ""
+        row = self.c.execute(
+            "SELECT error FROM aggregation_jobs WHERE state='active' AND error IS NOT NULL "
+            f"{a_where} ORDER BY next_attempt_at DESC LIMIT 1", args).fetchone()  # noqa: S608
         return {"reports": reports, "aggregation_jobs": agg_jobs,
-                "collection_jobs": coll_jobs, "buckets": buckets}
+                "collection_jobs": coll_jobs, "buckets": buckets,
+                "aggregation_retrying": None if row is None else str(row[0])}
 
     def delete_task_work(self, task_id: bytes) -> None:
         self.c.execute("DELETE FROM task_work WHERE task_id=?", (bytes(task_id),))
