@@ -180,15 +180,17 @@ def test_best_integer_order_is_the_exhaustive_scan() -> None:
     from dp_policy import accounting
     from dp_policy.calibration import rdp_to_dp
 
+    # (Over orders 2..1024 to keep the exhaustive scan short; the optima are inside.)
     for eps0, n in ((3.0, 1000), (5.0, 3000), (1.0, 2000), (7.0, 20000), (0.5, 500)):
         rr = accounting.AggregatedRandomizedResponse(n, eps0)
 
         def curve(a: float, rr: Any = rr) -> float:
             return 2.0 * rr.rdp(a)
 
-        fast = accounting.best_integer_order(curve, 1e-9)
-        exhaustive = rdp_to_dp(curve, 1e-9, [float(a) for a in range(2, 4097)])
+        fast = accounting.best_integer_order(curve, 1e-9, top=1024)
+        exhaustive = rdp_to_dp(curve, 1e-9, [float(a) for a in range(2, 1025)])
         assert fast == exhaustive, (eps0, n)
+        assert 2 < fast[1] < 1024, (eps0, n)  # an interior optimum: a real search
 
 
 def test_dp_batch_size_is_the_smallest(capsys: pytest.CaptureFixture[str]) -> None:
