@@ -482,8 +482,13 @@ def test_collect_waits_says_why_and_repolls(servers: Any, tmp_path: Path,
     assert "20 batch_collected" in captured.out
     assert captured.out.count("\n") <= 3 and "ppm collect" not in captured.out
     # Refused at upload, so not stored: counted by the Leader's /metrics.
-    assert 'ppm_upload_rejections_total{reason="batch_collected"} 20' in \
-        scrape(servers.leader_url)
+    task_id = json.loads(client_task.read_text())["task_id"]
+    assert f'ppm_upload_rejections_total{{task="{task_id}",reason="batch_collected"}} 20' \
+        in scrape(servers.leader_url)
+    assert main(["task", "show", "--admin", servers.leader_url, "--admin-token", "tok",
+                 task_id, "--json"]) == 0
+    shown = json.loads(capsys.readouterr().out)["counters"]["reports"]
+    assert shown["rejected_at_upload"] == {"batch_collected": 20}
 
 
 def test_task_list_show_delete(servers: Any, tmp_path: Path,

@@ -545,6 +545,10 @@ def _cmd_task_show(args: argparse.Namespace) -> int:
     print(f"  reports     {r['received']} received, {r['pending']} pending, "
           f"{r['aggregated']} aggregated, {r['failed']} failed" + (f" ({failed})"
                                                                   if failed else ""))
+    refused = r.get("rejected_at_upload") or {}
+    if refused:
+        print("  refused     " + ", ".join(f"{n} {k}" for k, n in refused.items())
+              + " (at upload, since the Leader started)")
     print(f"  batches     {b['aggregated_uncollected']} aggregated reports not collected"
           + (f", {b['ready']} bucket(s) ready (>= {b['min_batch_size']})"
              if "ready" in b else "") + f", {b['collected_reports']} collected")

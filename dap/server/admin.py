@@ -187,7 +187,13 @@ async def get_task(request: web.Request) -> web.StreamResponse:
                                 else Role.HELPER)
         except (DapProblem, ValueError):
             task = None
-        return web.json_response(task_status(tx, record, task))
+        status = task_status(tx, record, task)
+    from dap.server.metrics import rejections_of
+
+    if status.get("counters") is not None:
+        status["counters"]["reports"]["rejected_at_upload"] = rejections_of(request.app,
+                                                                           task_id)
+    return web.json_response(status)
 
 
 async def delete_task(request: web.Request) -> web.StreamResponse:

@@ -81,7 +81,7 @@ async def upload_response(app: web.Application, st: AppState, task: Any,
     that came through a relay."""
     keyring = st.keyring()
     errors = await st.offload(store_upload, st, task, keyring, body)
-    count_rejections(app, errors)  # /metrics: ppm_upload_rejections_total{reason}
+    count_rejections(app, task, errors)  # /metrics, GET /internal/tasks/{id}
     app[WAKE_KEY].set()
     answer = task.wire.upload_answer(task, errors)  # raises a DAP-09 refused report's problem
     if answer is None:

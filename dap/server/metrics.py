@@ -9,7 +9,7 @@ Per process (this process's requests since it started):
 
     ppm_http_requests_total{route,method,status}        counter
     ppm_http_request_duration_seconds{route}            histogram
-    ppm_upload_rejections_total{reason}                 counter: reports refused at upload
+    ppm_upload_rejections_total{task,reason}            counter: reports refused at upload
 
 From the datastore at each scrape (the same for every process of an Aggregator):
 
@@ -58,7 +58,8 @@ class Metrics:
         self.histograms: dict[str, list[int]] = {}
         self.sums: dict[str, float] = defaultdict(float)
         self.counts: dict[str, int] = defaultdict(int)
-        self.rejections: dict[str, int] = defaultdict(int)
+        # (task ID base64url, reason) -> reports refused at upload by this process.
+        self.rejections: dict[tuple[str, str], int] = defaultdict(int)
 
     def observe(self, route: str, method: str, status: int, seconds: float) -> None:
         self.requests[(route, method, status)] += 1
@@ -73,14 +74,25 @@ class Metrics:
 METRICS_KEY = web.AppKey("ppm_metrics", Metrics)
 
 
-def count_rejections(app: web.Application, errors: list[tuple[bytes, Any]]) -> None:
-    """Count the reports an upload refused, by reason (they are not stored, so the
-    datastore gauges cannot show them)."""
+def count_rejections(app: web.Application, task: Any, errors: list[tuple[bytes, Any]]
+                     ) -> None:
+    """Count the reports an upload refused, by task and reason (they are not stored, so
+    the datastore gauges cannot show them)."""
+    metrics = app.get(METRICS_KEY)
+    if metrics is None or not errors:
+        return
+    tid = b64url(bytes(task.task_id))
+    for _report_id, error in errors:
+        metrics.rejections[(tid, getattr(error, "name", str(error)).lower())] += 1
+
+
+def rejections_of(app: web.Application, task_id: bytes) -> dict[str, int]:
+    """A task's reports refused at upload by this process since it started, by reason."""
     metrics = app.get(METRICS_KEY)
     if metrics is None:
-        return
-    for _report_id, error in errors:
-        metrics.rejections[getattr(error, "name", str(error)).lower()] += 1
+        return {}
+    tid = b64url(bytes(task_id))
+    return {reason: n for (t, reason), n in sorted(metrics.rejections.items()) if t == tid}
 
 
 def _route(request: web.Request) -> str:
@@ -143,8 +155,8 @@ def exposition(metrics: Metrics, datastore_gauges: dict[str, list[tuple[dict[str
                    f"{metrics.counts[route]}")
     out += ["# HELP ppm_upload_rejections_total Uploaded reports this process refused, by "
             "reason.", "# TYPE ppm_upload_rejections_total counter"]
-    for reason, n in sorted(metrics.rejections.items()):
-        out.append(f"ppm_upload_rejections_total{_labels(reason=reason)} {n}")
+    for (task, reason), n in sorted(metrics.rejections.items()):
+        out.append(f"ppm_upload_rejections_total{_labels(task=task, reason=reason)} {n}")
     for name, series in datastore_gauges.items():
         out += [f"# HELP {name} {GAUGE_HELP.get(name, name)}", f"# TYPE {name} gauge"]
         for labels, value in series:
