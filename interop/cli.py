@@ -106,7 +106,27 @@ def _batch_modes() -> dict[str, int]:
             for mode, name in interop_of(version).batch_mode_names.items()}
 
 
+def _port_free(host: str, port: int) -> str | None:
+    """Why (host, port) cannot be served, or None: checked before the server logs that
+    it listens, so that a busy port is one line."""
+    import socket
+
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+        with socket.socket(infos[0][0], socket.SOCK_STREAM) as s:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            s.bind(infos[0][4])
+    except OSError as exc:
+        return exc.strerror or str(exc)
+    return None
+
+
 def _serve(args: argparse.Namespace) -> int:
+    busy = _port_free(args.host, args.port)
+    if busy is not None:
+        print(f"ppm interop serve: error: cannot serve on {args.host}:{args.port}: {busy} "
+              "(choose another --port)", file=sys.stderr)
+        return 1
     try:
         server.serve(args.role, args.host, args.port, args.data_dir, args.log_dir,
                      token=_token(args), allow_unauthenticated=args.allow_unauthenticated)
