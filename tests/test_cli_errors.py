@@ -607,3 +607,30 @@ def test_collect_names_a_helper_that_is_down(tmp_path: Path,
         line = one_line(capsys)
         assert "0 reports aggregated" in line and "3 waiting for aggregation" in line
         assert "aggregation jobs are being retried" in line
+
+
+def test_dp_result_with_noise_and_guarantee(servers: Any, tmp_path: Path,
+                                            capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "task"
+    assert main(["task", "create", "--vdaf", "Histogram", "--length", "3",
+                 "--min-batch-size", "2", "--dp-policy", "HistogramWithAggregatorLaplace",
+                 "--epsilon", "1", "--leader-admin", servers.leader_url, "--helper-admin",
+                 servers.helper_url, "--admin-token", "tok", "--out-dir", str(out)]) == 0
+    capsys.readouterr()
+    assert main(["upload", "--task", str(out / "client-task.json"), "0", "1", "2", "1",
+                 "--json"]) == 0
+    interval = json.loads(capsys.readouterr().out)["collect_hint"].split()[1]
+    deadline, code = time.time() + 30, 1
+    while code != 0 and time.time() < deadline:
+        code = main(["collect", "--task", str(out / "collector-task.json"), "--interval",
+                     interval, "--timeout", "5"])
+    assert code == 0
+    text = capsys.readouterr().out
+    assert "noise:    expected standard deviation" in text
+    assert "privacy:  1-DP (pure, replacement) in trust model OAOC" in text
+    # The same interval again: the stored result, with the same guarantee, as JSON.
+    assert main(["collect", "--task", str(out / "collector-task.json"), "--interval",
+                 interval, "--json"]) == 0
+    obj = json.loads(capsys.readouterr().out)
+    assert obj["noise_std"] > 0 and obj["guarantee"]["epsilon"] == 1.0
+    assert obj["report_count"] == 4 and len(obj["result"]) == 3
