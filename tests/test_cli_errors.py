@@ -429,14 +429,16 @@ def test_the_only_active_hpke_key_stays(servers: Any) -> None:
     assert admin(servers.leader_url, "DELETE", f"hpke_keys/{active[0]}")[0] == 200
 
 
-def test_upload_outside_the_task_interval(servers: Any, tmp_path: Path,
+@pytest.mark.parametrize("profile", ["dap-19", "dap-09"])
+def test_upload_outside_the_task_interval(servers: Any, tmp_path: Path, profile: str,
                                           capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "task"
-    assert create(servers, out, "--task-start", "3600", "--task-end", "7200") == 0
+    assert create(servers, out, "--task-start", "3600", "--task-end", "7200",
+                  "--profile", profile) == 0
     capsys.readouterr()
     assert main(["upload", "--task", str(out / "client-task.json"), "1"]) == 2
     line = one_line(capsys)
-    assert "has ended" in line and "1970-01-01T01:00:00Z (3600)" in line
+    assert "has ended" in line and "1970-01-01T02:00:00Z (7200)" in line
     assert "Interval(" not in line
 
 

@@ -261,6 +261,10 @@ SPENT_REASONS = {"batch_collected"}
 def _check_task_interval(task: Any, now: float) -> None:
     """Refuse, before encrypting anything, an upload whose time is outside the task's
     interval, in the user's units (seconds and UTC), not the wire's."""
+    expiration = getattr(task, "task_expiration", None)  # DAP-09: seconds, no start
+    if expiration is not None and now >= expiration:
+        raise usage_error(f"the task has ended: it took reports until {iso(expiration)} "
+                          f"({expiration}); it is now {iso(int(now))} ({int(now)})")
     interval = getattr(task, "task_interval", None)
     if interval is None:
         return
