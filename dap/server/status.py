@@ -135,11 +135,18 @@ def _collection_hint(tx: Any, task: Any, job_id: bytes) -> str:
     parts = []
     counters = getattr(tx, "task_counters", None)
     if counters is not None:
-        c = summarize(counters(task.task_id), int(task.task.min_batch_size))
+        raw = counters(task.task_id)
+        c = summarize(raw, int(task.task.min_batch_size))
         r, b = c["reports"], c["batches"]
-        parts.append(f"{b['aggregated_uncollected']} reports aggregated and not yet "
-                     f"collected (min_batch_size {b['min_batch_size']}), {r['pending']} "
-                     "waiting for aggregation")
+        in_interval = _aggregated_in_interval(task, job, raw)
+        if in_interval is not None:
+            parts.append(f"{in_interval} of min_batch_size {b['min_batch_size']} reports "
+                         f"aggregated in this interval, {r['pending']} of the task's "
+                         "waiting for aggregation")
+        else:
+            parts.append(f"{b['aggregated_uncollected']} reports aggregated and not yet "
+                         f"collected (min_batch_size {b['min_batch_size']}), "
+                         f"{r['pending']} waiting for aggregation")
         if c["aggregation_retrying"]:
             parts.append("aggregation jobs are being retried (the Helper unreachable or "
                          f"refusing?): {c['aggregation_retrying']}")
@@ -150,3 +157,27 @@ def _collection_hint(tx: Any, task: Any, job_id: bytes) -> str:
     text = "; ".join(parts) or "waiting"
     # A header value is one line of visible ASCII.
     return "".join(ch if " " <= ch <= "~" else " " for ch in text)[:500]
+
+
+def _aggregated_in_interval(task: Any, job: Any, raw: dict[str, Any]) -> int | None:
+    """The aggregated reports in the batch interval of a time-interval collection job
+    (None for another query, or a request that does not decode)."""
+    if job is None:
+        return None
+    try:
+        coll = task.wire.decode_collection_req(task, job.request)
+    except Exception:  # noqa: BLE001 - only a hint: fall back to the task's counts
+        return None
+    if coll.interval is None:
+        return None
+    lo = int(coll.interval.start)
+    hi = lo + int(coll.interval.duration)
+    total = 0
+    for bucket, n, _collected in raw["buckets"]:
+        try:
+            t = int(Interval.decode(bucket).start)
+        except ValueError:
+            return None
+        if lo <= t < hi:
+            total += n
+    return total
