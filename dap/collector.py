@@ -62,6 +62,7 @@ class Collector:
         self._own = session is None
         self.policy = (policy_from_spec(decode_spec(task.dp_policy), self.vdaf)
                        if task.dp_policy is not None else None)
+        self.last_status: str | None = None  # what the last not-ready poll waited for
 
     @property
     def session(self) -> aiohttp.ClientSession:
@@ -130,6 +131,8 @@ class Collector:
             content = await read_response(resp)
             _check_status(resp.status, content, resp.headers.get("Location"))
             retry = resp.headers.get("Retry-After")
+            # Our Leader says what a job waits for (dap.server.status; not in the drafts).
+            self.last_status = resp.headers.get("PPM-Collection-Status")
         if not content or resp.status == 202:
             return None, float(retry) if retry else 1.0
         return self.flow.decode_collection(content), 0.0

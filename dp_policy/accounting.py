@@ -177,6 +177,48 @@ class AggregatedRandomizedResponse:
 
 
 INTEGER_ORDERS: tuple[float, ...] = tuple(float(a) for a in range(2, 257))
+#: The largest integer Renyi order `rappor_amplification` considers.
+MAX_INTEGER_ORDER = 4096
+
+
+def best_integer_order(curve: Callable[[float], float], delta: float,
+                       conversion: str = "cks20",
+                       top: int = MAX_INTEGER_ORDER) -> tuple[float, float]:
+    """(epsilon, order): the smallest (epsilon, delta) conversion of the RDP `curve` over
+    the integer orders 2..`top`.
+
+    Scanning every integer order costs one RDP evaluation each, and an evaluation at
+    large n is expensive (the binomial support grows like sqrt(n)): 4,000 orders took
+    minutes (issue 16, `ppm dp batch-size`). The converted epsilon is unimodal in the
+    order (the RDP curve is non-decreasing and convex, the conversion term
+    log(1/delta)/(alpha - 1) convex and decreasing), so a geometric grid brackets the
+    optimum and an integer ternary search inside the bracket finds it, with a final scan
+    of the few orders around it: about 60 evaluations instead of 4,000, the same order
+    as the exhaustive scan (tests/test_dp_accounting.py compares them)."""
+    memo: dict[int, float] = {}
+
+    def f(a: int) -> float:
+        value = memo.get(a)
+        if value is None:
+            tau = curve(float(a))
+            value = math.inf if math.isinf(tau) else rdp_to_epsilon_at(tau, float(a), delta,
+                                                                      conversion)
+            memo[a] = value
+        return value
+
+    grid = sorted({min(top, max(2, round(2 * 1.25 ** k))) for k in range(64)})
+    grid = [a for a in grid if a <= top]
+    i = min(range(len(grid)), key=lambda j: (f(grid[j]), grid[j]))
+    lo, hi = grid[max(0, i - 1)], grid[min(len(grid) - 1, i + 1)]
+    while hi - lo > 4:
+        m1 = lo + (hi - lo) // 3
+        m2 = hi - (hi - lo) // 3
+        if f(m1) <= f(m2):
+            hi = m2
+        else:
+            lo = m1
+    best = min(range(max(2, lo - 2), min(top, hi + 2) + 1), key=lambda a: (f(a), a))
+    return f(best), float(best)
 
 
 @dataclass(frozen=True)
@@ -218,17 +260,16 @@ def rappor_amplification(eps0: float, n: int, delta: float, orders: str = "integ
     """
     if not 0 < delta < 1:
         raise ValueError("delta must be in (0, 1)")
+    if not eps0 > 0 or not math.isfinite(eps0):
+        raise ValueError("eps0 must be a positive number")
+    if n < 1:
+        raise ValueError("n must be at least 1")
     rr = AggregatedRandomizedResponse(n, eps0)
 
     def curve(a: float) -> float:
         return 2.0 * rr.rdp(a)
 
-    grid = list(INTEGER_ORDERS)
-    eps, order = rdp_to_dp(curve, delta, grid, conversion)
-    while order == grid[-1] and grid[-1] < 4096:
-        top = grid[-1]
-        grid = [float(a) for a in range(int(top), int(2 * top) + 1)]
-        eps, order = rdp_to_dp(curve, delta, grid, conversion)
+    eps, order = best_integer_order(curve, delta, conversion)
     if orders == "continuous":
         lo, hi = max(1.0 + 1e-6, order - 1.0), order + 1.0
         g = (math.sqrt(5.0) - 1.0) / 2.0
@@ -259,31 +300,60 @@ def rappor_amplification(eps0: float, n: int, delta: float, orders: str = "integ
 
 
 def rappor_min_batch_size(eps0: float, target_epsilon: float, delta: float,
-                          n_max: int = 10**9) -> int | None:
+                          n_max: int = 10**9,
+                          progress: Callable[[int, int], None] | None = None) -> int | None:
     """The smallest number of honest Clients n for which `rappor_amplification` gives
-    epsilon <= target_epsilon (None if not reached by n_max). Epsilon decreases with n."""
+    epsilon <= target_epsilon (None if not reached by n_max). Epsilon decreases with n.
+    `progress(lo, hi)` is called as the bracket [lo, hi] narrows."""
+    if not target_epsilon > 0:
+        raise ValueError("epsilon must be positive")
 
-    def ok(n: int) -> bool:
-        return rappor_amplification(eps0, n, delta).epsilon <= target_epsilon
+    def score(n: int) -> float:
+        eps = rappor_amplification(eps0, n, delta).epsilon
+        return math.log(max(eps, 1e-300)) - math.log(target_epsilon)
 
-    return _min_n(ok, n_max)
+    return _min_n(score, n_max, progress)
 
 
-def _min_n(ok: Callable[[int], bool], n_max: int) -> int | None:
-    hi = 2
-    while not ok(hi):
+def _min_n(score: Callable[[int], float], n_max: int,
+           progress: Callable[[int, int], None] | None = None) -> int | None:
+    """The smallest n in [1, n_max] with score(n) <= 0, for a score non-increasing in n
+    (None if score(n_max) > 0).
+
+    Each evaluation can take seconds at large n, so after doubling to a bracket the
+    search interpolates in (log n, score), where the bounds are close to linear (epsilon
+    ~ 1/sqrt(n)), falling back to bisection whenever an interpolated step does not
+    halve the bracket: a handful of evaluations instead of 2 log2(n)."""
+    hi, s_hi = 2, score(2)
+    lo, s_lo = 1, math.inf
+    while s_hi > 0:
         if hi >= n_max:
             return None
+        lo, s_lo = hi, s_hi
         hi = min(n_max, hi * 2)
-    lo = hi // 2
-    if lo >= 1 and ok(lo):
-        return lo
+        s_hi = score(hi)
+        if progress is not None:
+            progress(lo, hi)
+    if lo == 1:
+        return 1 if score(1) <= 0 else 2
+    bisect_next = False
     while hi - lo > 1:
-        mid = (lo + hi) // 2
-        if ok(mid):
-            hi = mid
+        if progress is not None:
+            progress(lo, hi)
+        width = hi - lo
+        if bisect_next or not math.isfinite(s_lo) or s_lo == s_hi:
+            mid = (lo + hi) // 2
         else:
-            lo = mid
+            t = s_lo / (s_lo - s_hi)  # in (0, 1]
+            mid = round(math.exp(math.log(lo) + t * (math.log(hi) - math.log(lo))))
+            mid = min(hi - 1, max(lo + 1, mid))
+        s_mid = score(mid)
+        if s_mid <= 0:
+            hi, s_hi = mid, s_mid
+        else:
+            lo, s_lo = mid, s_mid
+        # An interpolated step that left more than half the bracket: bisect next.
+        bisect_next = not bisect_next and hi - lo > width // 2
     return hi
 
 
@@ -501,14 +571,20 @@ def shuffle_amplification(eps0: float, n: int, delta: float,
 
 def shuffle_min_batch_size(eps0: float, target_epsilon: float, delta: float,
                            variant: str = DEFAULT_SHUFFLE_VARIANT,
-                           n_max: int = 10**9) -> int | None:
+                           n_max: int = 10**9,
+                           progress: Callable[[int, int], None] | None = None
+                           ) -> int | None:
     """The smallest n for which the numerical shuffle bound gives epsilon <=
     target_epsilon at delta (None if not reached by n_max)."""
 
-    def ok(n: int) -> bool:
-        return _CloneModel(n, eps0, variant).delta(target_epsilon) <= delta
+    if not 0 < delta < 1:
+        raise ValueError("delta must be in (0, 1)")
 
-    return _min_n(ok, n_max)
+    def score(n: int) -> float:
+        d = _CloneModel(n, eps0, variant).delta(target_epsilon)
+        return math.log(max(d, 1e-300)) - math.log(delta)
+
+    return _min_n(score, n_max, progress)
 
 
 # ---------------------------------------------------------------------------------------

@@ -291,12 +291,12 @@ def min_cohort(eps0: float, epsilon: float, delta: float, method: str = "numeric
     if method == "numerical":
         return accounting.shuffle_min_batch_size(e0, epsilon, delta, variant, n_max=n_max)
 
-    def ok(n: int) -> bool:
+    def score(n: int) -> float:
         eps = accounting.shuffle_closed_form(e0, n, delta, variant)
-        return eps is not None and eps <= epsilon
+        return -1.0 if eps is not None and eps <= epsilon else 1.0
 
     # The closed form is valid only from some n on, and decreases in n there.
-    return accounting._min_n(ok, n_max)
+    return accounting._min_n(score, n_max)
 
 
 # ---------------------------------------------------------------------------------------

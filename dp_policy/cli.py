@@ -82,9 +82,12 @@ def _cmd_rappor(args: argparse.Namespace) -> int:
         "eps0": res.eps0, "order": res.order, "rdp": res.rdp, "method": res.method,
         "neighbouring": "replacement",
         "local_epsilon_deletion": args.eps0, "local_epsilon_replacement": 2 * args.eps0}
+    how = (f"[Renyi order {res.order:g}, RDP {res.rdp:.6g}; MJTB+22 Theorem C.3, CKS20 "
+           "Prop. 12]" if res.order is not None and res.rdp is not None else
+           "[too few Clients to amplify: the local bound 2 eps0; `ppm dp batch-size` "
+           "gives the n a target epsilon needs]")
     lines = [f"aggregate of n = {args.n} symmetric-RAPPOR reports (eps0 = {args.eps0}):",
-             f"  ({res.epsilon:.6f}, {res.delta:g})-DP (replacement)  [Renyi order "
-             f"{res.order:g}, RDP {res.rdp:.6g}; MJTB+22 Theorem C.3, CKS20 Prop. 12]",
+             f"  ({res.epsilon:.6f}, {res.delta:g})-DP (replacement)  {how}",
              f"  noise standard deviation per debiased coordinate: {res.std:.6f}",
              f"  local guarantee (OC): eps0 = {args.eps0} (deletion), {2 * args.eps0} "
              "(replacement)"]
@@ -126,16 +129,43 @@ def _cmd_max_weight(args: argparse.Namespace) -> int:
 
 
 def _cmd_batch_size(args: argparse.Namespace) -> int:
-    if args.method == "rappor":
-        n = accounting.rappor_min_batch_size(args.eps0, args.epsilon, args.delta)
-    else:
-        n = accounting.shuffle_min_batch_size(args.eps0, args.epsilon, args.delta,
-                                              args.variant)
+    progress = _Progress("searching")
+    try:
+        if args.method == "rappor":
+            n = accounting.rappor_min_batch_size(args.eps0, args.epsilon, args.delta,
+                                                 n_max=args.n_max, progress=progress)
+        else:
+            n = accounting.shuffle_min_batch_size(args.eps0, args.epsilon, args.delta,
+                                                  args.variant, n_max=args.n_max,
+                                                  progress=progress)
+    finally:
+        progress.done()
     obj = {"batch_size": n, "eps0": args.eps0, "epsilon": args.epsilon,
            "delta": args.delta, "method": args.method}
     if args.method == "shuffle":
         obj["variant"] = args.variant
-    return _emit(args, obj, [f"smallest batch size = {n}"])
+    text = (f"smallest batch size = {n}" if n is not None else
+            f"not reached by n = {args.n_max} (raise --n-max, or the target epsilon)")
+    return _emit(args, obj, [text])
+
+
+class _Progress:
+    """A one-line progress display on stderr, only when stderr is a terminal."""
+
+    def __init__(self, what: str) -> None:
+        self.what = what
+        self.shown = False
+
+    def __call__(self, lo: int, hi: int) -> None:
+        if sys.stderr.isatty():
+            sys.stderr.write(f"\r{self.what}: n in [{lo}, {hi}] ...\033[K")
+            sys.stderr.flush()
+            self.shown = True
+
+    def done(self) -> None:
+        if self.shown:
+            sys.stderr.write("\r\033[K")
+            sys.stderr.flush()
 
 
 def tables() -> dict[str, Any]:
@@ -281,57 +311,101 @@ def _cmd_min_cohort(args: argparse.Namespace) -> int:
 
 
 def _one_line_errors(name: str, cmd: Any) -> Any:
-    """Bad parameters are one clear line on stderr (exit 2), not a traceback."""
+    """Bad parameters are one clear line on stderr (exit 2), not a traceback; with
+    --json also `{"ok": false, "error": ...}` on stdout."""
     def run(args: argparse.Namespace) -> int:
         try:
             return int(cmd(args))
-        except ValueError as exc:
-            print(f"ppm dp {name}: error: {exc}", file=sys.stderr)
+        except (ValueError, ZeroDivisionError, OverflowError) as exc:
+            message = str(exc) or type(exc).__name__
+            if isinstance(exc, ZeroDivisionError | OverflowError):
+                message = f"the parameters are out of range ({message})"
+            print(f"ppm dp {name}: error: {message}", file=sys.stderr)
+            if getattr(args, "json", False):
+                print(json.dumps({"ok": False, "error": message}, sort_keys=True))
             return 2
+    run.one_line_errors = True  # type: ignore[attr-defined]
     return run
 
 
+def _number(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"not a finite number: {text!r}")
+    return value
+
+
 def _probability(text: str) -> float:
-    value = float(text)
+    value = _number(text)
     if not 0.0 <= value <= 1.0:
         raise argparse.ArgumentTypeError(f"{text} is not in [0, 1]")
     return value
 
 
+def _positive(text: str) -> float:
+    """argparse type: a finite number > 0 (epsilon, eps0, sigma, sensitivity)."""
+    value = _number(text)
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be positive, got {text}")
+    return value
+
+
+def _delta(text: str) -> float:
+    """argparse type: a delta in (0, 1)."""
+    value = _number(text)
+    if not 0.0 < value < 1.0:
+        raise argparse.ArgumentTypeError(f"must be in (0, 1), e.g. 1e-9; got {text}")
+    return value
+
+
+def _count(text: str) -> int:
+    """argparse type: an integer >= 1 (n, m, length, rounds, clients)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {text}")
+    return value
+
+
 def _register_sampling(leaf: Any) -> None:
     p = leaf("sampling", "amplification by Poisson sampling (paper 000 Theorem 4)")
-    p.add_argument("--epsilon", type=float, required=True)
-    p.add_argument("--delta", type=float, required=True)
+    p.add_argument("--epsilon", type=_positive, required=True)
+    p.add_argument("--delta", type=_delta, required=True)
     p.add_argument("--q", type=_probability, required=True, help="sampling rate")
     p.set_defaults(func=_one_line_errors("sampling", _cmd_sampling))
 
     p = leaf("sampled-gaussian", "Poisson-sampled Gaussian over T rounds (RDP) and the "
              "unsampled Gaussian composed exactly (GDP)")
-    p.add_argument("--sigma", type=float, required=True, help="noise multiplier")
+    p.add_argument("--sigma", type=_positive, required=True, help="noise multiplier")
     p.add_argument("--q", type=_probability, required=True)
-    p.add_argument("--rounds", type=int, required=True)
-    p.add_argument("--delta", type=float, required=True)
+    p.add_argument("--rounds", type=_count, required=True)
+    p.add_argument("--delta", type=_delta, required=True)
     p.add_argument("--conversion", choices=("cks20", "mironov"), default="cks20")
     p.set_defaults(func=_one_line_errors("sampled-gaussian", _cmd_sampled_gaussian))
 
     p = leaf("checkins", "random check-ins (paper 002 Theorems 3.2, 4.3; Propositions 3.4, "
              "4.4 with --n)")
-    p.add_argument("--eps0", type=float, required=True)
-    p.add_argument("--m", type=int, required=True, help="window length in slots")
-    p.add_argument("--delta", type=float, required=True)
+    p.add_argument("--eps0", type=_positive, required=True)
+    p.add_argument("--m", type=_count, required=True, help="window length in slots")
+    p.add_argument("--delta", type=_delta, required=True)
     p.add_argument("--p0", type=_probability, default=1.0, help="check-in probability")
     p.add_argument("--window", choices=("fixed", "sliding"), default="fixed")
-    p.add_argument("--n", type=int, help="number of clients (expected dummies)")
-    p.add_argument("--delta0", type=float, default=0.0,
+    p.add_argument("--n", type=_count, help="number of clients (expected dummies)")
+    p.add_argument("--delta0", type=_probability, default=0.0,
                    help="delta of an (eps0, delta0)-DP randomizer")
-    p.add_argument("--delta1", type=float, help="failure probability for --delta0")
+    p.add_argument("--delta1", type=_delta, help="failure probability for --delta0")
     p.set_defaults(func=_one_line_errors("checkins", _cmd_checkins))
 
     p = leaf("min-cohort", "smallest cohort for (epsilon, delta) from eps0-DP reports "
              "(paper 004 Section 3.1, Check 3)")
-    p.add_argument("--eps0", type=float, required=True)
-    p.add_argument("--epsilon", type=float, required=True)
-    p.add_argument("--delta", type=float, required=True)
+    p.add_argument("--eps0", type=_positive, required=True)
+    p.add_argument("--epsilon", type=_positive, required=True)
+    p.add_argument("--delta", type=_delta, required=True)
     p.add_argument("--method", choices=amplification.MIN_COHORT_METHODS,
                    default="numerical")
     p.add_argument("--deletion", action="store_true",
@@ -355,40 +429,40 @@ def register(subparsers: Any) -> None:
         return p
 
     p = leaf("calibrate", "sigma of the Gaussian mechanism for (epsilon, delta)")
-    p.add_argument("--epsilon", type=float, required=True)
-    p.add_argument("--delta", type=float, required=True)
-    p.add_argument("--sensitivity", type=float, required=True, help="L2 sensitivity")
+    p.add_argument("--epsilon", type=_positive, required=True)
+    p.add_argument("--delta", type=_delta, required=True)
+    p.add_argument("--sensitivity", type=_positive, required=True, help="L2 sensitivity")
     p.add_argument("--vector", help="integer sensitivity vector for the exact discrete "
                    "Gaussian calibration, e.g. 1,-1 for a histogram")
     p.set_defaults(func=_cmd_calibrate)
 
     p = leaf("rappor", "(epsilon, delta) of n aggregated symmetric-RAPPOR reports")
-    p.add_argument("--eps0", type=float, required=True)
-    p.add_argument("--n", type=int, required=True, help="number of honest Clients")
-    p.add_argument("--delta", type=float, required=True)
+    p.add_argument("--eps0", type=_positive, required=True)
+    p.add_argument("--n", type=_count, required=True, help="number of honest Clients")
+    p.add_argument("--delta", type=_delta, required=True)
     p.add_argument("--orders", choices=("integer", "continuous"), default="integer")
-    p.add_argument("--fp", type=float, help="the task's false-positive bound: add the "
+    p.add_argument("--fp", type=_delta, help="the task's false-positive bound: add the "
                    "chance of dropping an honest report over max_weight to delta")
     p.set_defaults(func=_cmd_rappor)
 
     p = leaf("shuffle", "numerical amplification-by-shuffling bound")
-    p.add_argument("--eps0", type=float, required=True)
-    p.add_argument("--n", type=int, required=True)
-    p.add_argument("--delta", type=float, required=True)
+    p.add_argument("--eps0", type=_positive, required=True)
+    p.add_argument("--n", type=_count, required=True)
+    p.add_argument("--delta", type=_delta, required=True)
     p.add_argument("--variant", choices=tuple(accounting.SHUFFLE_VARIANTS),
                    default=accounting.DEFAULT_SHUFFLE_VARIANT, help=VARIANT_HELP)
     p.set_defaults(func=_cmd_shuffle)
 
     p = leaf("max-weight", "RAPPOR false-positive bound (draft Section 6.1.1)")
-    p.add_argument("--length", type=int, required=True)
-    p.add_argument("--eps0", type=float, required=True)
-    p.add_argument("--fp", type=float, required=True)
+    p.add_argument("--length", type=_count, required=True)
+    p.add_argument("--eps0", type=_positive, required=True)
+    p.add_argument("--fp", type=_delta, required=True)
     p.set_defaults(func=_cmd_max_weight)
 
     p = leaf("batch-size", "smallest batch size reaching a target epsilon")
-    p.add_argument("--eps0", type=float, required=True)
-    p.add_argument("--epsilon", type=float, required=True)
-    p.add_argument("--delta", type=float, required=True)
+    p.add_argument("--eps0", type=_positive, required=True)
+    p.add_argument("--epsilon", type=_positive, required=True)
+    p.add_argument("--delta", type=_delta, required=True)
     p.add_argument("--method", choices=("rappor", "shuffle"), default="rappor")
     p.add_argument("--variant", choices=tuple(accounting.SHUFFLE_VARIANTS),
                    default=accounting.DEFAULT_SHUFFLE_VARIANT,
@@ -398,8 +472,16 @@ def register(subparsers: Any) -> None:
     p = leaf("tables", "the draft's Tables 1 and 2 recomputed")
     p.set_defaults(func=_cmd_tables)
 
+    p = sub.choices["batch-size"]
+    p.add_argument("--n-max", type=_count, default=10**9, metavar="N",
+                   help="give up beyond this batch size (default 10^9)")
+
     _register_sampling(leaf)
     _register_distributed_laplace(leaf)
+    for name, p in sub.choices.items():  # every leaf: one line on bad parameters
+        func = p.get_default("func")
+        if func is not None and not getattr(func, "one_line_errors", False):
+            p.set_defaults(func=_one_line_errors(name, func))
 
 
 # ---------------------------------------------------------------------------------------
@@ -473,7 +555,7 @@ def _register_distributed_laplace(leaf: Any) -> None:
              "noise of the distributed discrete Laplace mechanism (Polya shares)")
     p.add_argument("--epsilon", required=True,
                    help="epsilon (a decimal, taken exactly: 0.1 is 1/10)")
-    p.add_argument("--clients", type=int, required=True,
+    p.add_argument("--clients", type=_count, required=True,
                    help="S, the Clients whose shares are summed (the shard or batch)")
     p.add_argument("--sensitivity", type=int, default=1,
                    help="L1 norm bound of one Client's vector (default 1)")

@@ -27,6 +27,7 @@ import os
 import sys
 from typing import Any
 
+from dap.cli.args import port_arg, positive_float, positive_int
 from interop import runner as r
 from interop import server
 from interop.fields import interop_of
@@ -41,7 +42,7 @@ def register(subparsers: Any) -> None:
     serve = sub.add_parser("serve", help="serve the test API of one role")
     serve.add_argument("--role", required=True, choices=server.ROLES)
     serve.add_argument("--host", default="127.0.0.1")
-    serve.add_argument("--port", type=int, default=8080)
+    serve.add_argument("--port", type=port_arg, default=8080)
     serve.add_argument("--data-dir", default=None,
                        help="folder of the Aggregator's SQLite datastore (default: a "
                             "temporary folder removed on exit)")
@@ -69,9 +70,9 @@ def register(subparsers: Any) -> None:
                      help="the request bodies: draft07 (draft-dcook-ppm-dap-interop-test-"
                           "design-07, with dap_version for dap-18 and later) or janus "
                           "(what Janus's interop driver sends)")
-    run.add_argument("--concurrency", type=int, default=4, help="cases run at once")
+    run.add_argument("--concurrency", type=positive_int, default=4, help="cases run at once")
     run.add_argument("--time-precision", type=int, default=3600)
-    run.add_argument("--timeout", type=float, default=60.0,
+    run.add_argument("--timeout", type=positive_float, default=60.0,
                      help="seconds a collection may take")
     run.add_argument("--json", action="store_true", help="machine-readable output")
     _token_options(run, "send this token to the four test APIs")
@@ -110,7 +111,27 @@ def _batch_modes() -> dict[str, int]:
             for mode, name in interop_of(version).batch_mode_names.items()}
 
 
+def _port_free(host: str, port: int) -> str | None:
+    """Why (host, port) cannot be served, or None: checked before the server logs that
+    it listens, so that a busy port is one line."""
+    import socket
+
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+        with socket.socket(infos[0][0], socket.SOCK_STREAM) as s:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            s.bind(infos[0][4])
+    except OSError as exc:
+        return exc.strerror or str(exc)
+    return None
+
+
 def _serve(args: argparse.Namespace) -> int:
+    busy = _port_free(args.host, args.port)
+    if busy is not None:
+        print(f"ppm interop serve: error: cannot serve on {args.host}:{args.port}: {busy} "
+              "(choose another --port)", file=sys.stderr)
+        return 1
     try:
         server.serve(args.role, args.host, args.port, args.data_dir, args.log_dir,
                      token=_token(args), allow_unauthenticated=args.allow_unauthenticated)
@@ -129,7 +150,14 @@ def _run(args: argparse.Namespace) -> int:
         else args.dap_version
     cases = r.default_cases(*versions)
     if args.vdaf:
-        cases = [c for c in cases if c.vdaf["type"] in args.vdaf]
+        # Prio3Count, prio3count or Count: the VDAF type with or without Prio3, any case.
+        wanted = {v.lower().removeprefix("prio3") for v in args.vdaf}
+        known = sorted({c.vdaf["type"] for c in cases})
+        cases = [c for c in cases if c.vdaf["type"].lower().removeprefix("prio3") in wanted]
+        if not cases:
+            print(f"ppm interop run: error: no case for --vdaf {' '.join(args.vdaf)}; the "
+                  f"cases' VDAFs are {', '.join(known)}", file=sys.stderr)
+            return 2
     if args.batch_mode:
         mode = _batch_modes()[args.batch_mode]
         cases = [c for c in cases if c.batch_mode == mode]
@@ -142,8 +170,7 @@ def _run(args: argparse.Namespace) -> int:
     except (r.RunnerError, server.ServeError) as exc:
         if args.json:
             print(json.dumps({"ok": False, "error": str(exc), "cases": []}))
-        else:
-            print(f"error: {exc}")
+        print(f"ppm interop run: error: {exc}", file=sys.stderr)
         return 1
     passed = sum(o.passed for o in outcomes)
     ok = bool(outcomes) and passed == len(outcomes)

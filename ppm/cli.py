@@ -14,7 +14,9 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
+from typing import NoReturn
 
 # Modules that provide `register(subparsers)`. A module that does not exist yet is skipped,
 # so that areas can land one at a time.
@@ -38,8 +40,16 @@ def version_line() -> str:
     return f"ppm-reference {version} (DAP profiles {profiles}; VDAF {vdafs})"
 
 
+class PpmArgumentParser(argparse.ArgumentParser):
+    """Bad usage is one line, `PROG: error: MESSAGE (see PROG --help)`, exit code 2;
+    sub-command parsers inherit the class (argparse makes them of their parent's)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = PpmArgumentParser(
         prog="ppm",
         description="Reference implementation of the IETF Privacy Preserving Measurement stack.",
     )
@@ -56,14 +66,56 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _mark_leaves(parser: argparse.ArgumentParser) -> None:
+    """Record on every sub-command parser itself (`_ppm_parser`), so that an unknown
+    option is reported with that sub-command's usage, not the top level's."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                sub.set_defaults(_ppm_parser=sub)
+                _mark_leaves(sub)
+
+
+def _one_line(exc: BaseException) -> tuple[str, int]:
+    """The last resort for a failure no command handled: one line and exit code 1."""
+    try:
+        from dap.cli.errors import describe_error
+    except ImportError:  # pragma: no cover - the dap layer is always installed
+        return f"{type(exc).__name__}: {exc}", 1
+    return describe_error(exc)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    _mark_leaves(parser)
+    try:
+        args, extra = parser.parse_known_args(argv)
+        if extra:
+            leaf = getattr(args, "_ppm_parser", parser)
+            leaf.error(f"unrecognized arguments: {' '.join(extra)}")
+    except SystemExit as exc:  # --help, --version, or bad usage (already printed)
+        return exc.code if isinstance(exc.code, int) else 2
     func = getattr(args, "func", None)
     if func is None:
         parser.print_help()
         return 2
-    return int(func(args) or 0)
+    try:
+        return int(func(args) or 0)
+    except BrokenPipeError:
+        # `ppm ... | head`: the reader left; say nothing more (and let the interpreter's
+        # final flush of stdout not fail either).
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 0
+    except KeyboardInterrupt:
+        print("ppm: interrupted", file=sys.stderr)
+        return 130
+    except Exception as exc:  # noqa: BLE001 - no traceback reaches the user
+        if os.environ.get("PPM_DEBUG"):
+            raise
+        message, code = _one_line(exc)
+        print(f"ppm: error: {message} (PPM_DEBUG=1 shows the traceback)", file=sys.stderr)
+        return code
 
 
 if __name__ == "__main__":

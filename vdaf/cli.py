@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -72,8 +73,9 @@ def register(subparsers: Any) -> None:
         help="instance name to use for every file (default: from the file name)",
     )
     check.add_argument(
-        "--vdaf-version", type=int, default=vectors.DEFAULT_VERSION, metavar="N",
-        help=f"VDAF wire version (default {vectors.DEFAULT_VERSION})",
+        "--vdaf-version", type=int, default=None, metavar="N",
+        help="VDAF wire version (default: each file's, from a vdaf-NN folder in its path "
+        f"or its layout; else {vectors.DEFAULT_VERSION})",
     )
     check.set_defaults(func=cmd_check)
 
@@ -132,15 +134,34 @@ def _error(message: str, as_json: bool) -> int:
     if as_json:
         print(json.dumps({"ok": False, "error": message}, indent=2))
     else:
-        print(f"error: {message}", file=sys.stderr)
+        print(f"ppm vdaf vectors: error: {message}", file=sys.stderr)
     return 2
 
 
-def cmd_check(args: argparse.Namespace) -> int:
+def detect_version(path: Path) -> int:
+    """The VDAF version of a vector file: a `vdaf-NN` folder in its path (as the DAP
+    checker reads `dap-NN`), else its layout (VDAF-08 files have `prep`, later ones
+    `operations`), else the default."""
+    for part in reversed(path.resolve().parts[:-1]):
+        m = re.fullmatch(r"vdaf-(\d+)", part)
+        if m and int(m.group(1)) in vectors.VERSIONS:
+            return int(m.group(1))
     try:
-        vectors.instances(args.vdaf_version)
-    except VectorError as exc:
-        return _error(str(exc), args.json)
+        data = json.loads(path.read_text())
+    except (OSError, ValueError, UnicodeDecodeError):
+        return vectors.DEFAULT_VERSION
+    if isinstance(data, dict) and "prep" in data and "operations" not in data \
+            and 8 in vectors.VERSIONS:
+        return 8
+    return vectors.DEFAULT_VERSION
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    if args.vdaf_version is not None:
+        try:
+            vectors.instances(args.vdaf_version)
+        except VectorError as exc:
+            return _error(str(exc), args.json)
     paths: list[Path] = []
     names = list(args.files)
     if not names:
@@ -153,17 +174,22 @@ def cmd_check(args: argparse.Namespace) -> int:
         names = [str(shipped)]
     for name in names:
         path = Path(name)
+        if not path.exists():
+            return _error(f"no such file or folder: {name}", args.json)
         # A directory stands for the vector files in it.
         paths += sorted(path.glob("*.json")) if path.is_dir() else [path]
+    if not paths:
+        return _error(f"no vector files (*.json) in {' '.join(args.files)}", args.json)
+    versions = {path: args.vdaf_version or detect_version(path) for path in paths}
     results = [
-        vectors.check_file(path, vdaf_name=args.vdaf, version=args.vdaf_version)
+        vectors.check_file(path, vdaf_name=args.vdaf, version=versions[path])
         for path in paths
     ]
     failed = [r for r in results if r.status == "fail"]
     if args.json:
         report = {
             "ok": not failed,
-            "vdaf_version": args.vdaf_version,
+            "vdaf_version": args.vdaf_version or sorted(set(versions.values())),
             "summary": {
                 status: sum(1 for r in results if r.status == status)
                 for status in ("pass", "fail", "skip")

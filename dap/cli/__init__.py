@@ -3,8 +3,8 @@ the layers (`dap.provision`, `dap.client`, `dap.collector`, `dap.demo`, `dap.ser
 `dap.vectors`) and prints; nothing below `dap.cli` imports it.
 
     ppm dap vectors generate|check           vectors.py
-    ppm leader|helper --config FILE          serve.py
-    ppm task create ...                      task.py
+    ppm leader|helper --config FILE [--check]    serve.py (and ppm config init, relay)
+    ppm task create|list|show|delete ...     task.py
     ppm upload --task client-task.json ...   upload.py
     ppm collect --task collector-task.json   collect.py
     ppm demo                                 demo.py

@@ -5,12 +5,19 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import shutil
 import sys
 from typing import Any, TextIO
 
 from dap import demo
-from dap.cli.args import batch_mode_arg, policy_name_arg, positive_int, vdaf_name_arg
-from dap.cli.errors import run_command, usage_errors
+from dap.cli.args import (
+    batch_mode_arg,
+    policy_name_arg,
+    positive_float,
+    positive_int,
+    vdaf_name_arg,
+)
+from dap.cli.errors import run_command, usage_error, usage_errors
 from dap.cli.output import emit_json, format_duration
 from dap.dp import DEFAULT_DELTA, DEFAULT_FP, describe_spec
 
@@ -87,8 +94,10 @@ def render(result: dict[str, Any]) -> str:
     true, private = result["true"], result["private"]
     per = result["error"]["per_bucket"]
     if isinstance(true, list):
-        scale = max([abs(v) for v in true] + [1])
-        bar_width = 24
+        # Bars fit the terminal: scaled to the largest value shown (a private value can
+        # exceed every true one), and at most the width left beside the columns.
+        scale = max([abs(float(v)) for v in [*true, *private]] + [1.0])
+        bar_width = max(0, min(24, shutil.get_terminal_size((80, 24)).columns - 36))
         label = "coord" if result["vdaf"] == "Prio3SumVec" else "bucket"
         lines.append(f"{label:>6} {'true':>8} {'private':>9} {'error':>7}")
         for i, (t, p, e) in enumerate(zip(true, private, per, strict=True)):
@@ -171,11 +180,52 @@ def _cmd_demo(args: argparse.Namespace) -> int:
         result = asyncio.run(demo.run_demo(settings, status, progress, resolved))
     finally:
         progress.done()
+    if args.plot is not None:
+        plot_demo(args.plot, result)
     if args.json:
         emit_json(result)
     else:
         print(render(result))
+        if args.plot is not None:
+            print(f"plot written to {args.plot}")
     return 0
+
+
+def plot_demo(path: str, result: dict[str, Any]) -> None:
+    """The true and the private values side by side (bars), with the expected noise."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        raise usage_error("--plot needs matplotlib: pip install 'ppm-reference[plot]'") \
+            from None
+    true = result["true"] if isinstance(result["true"], list) else [result["true"]]
+    private = result["private"] if isinstance(result["private"], list) else [result["private"]]
+    private = [0.0 if v is None else float(v) for v in private]
+    std = result["error"].get("expected_std") or 0.0
+    xs = range(len(true))
+    fig, ax = plt.subplots(figsize=(max(4.0, 0.6 * len(true) + 2), 3.5))
+    ax.bar([x - 0.2 for x in xs], true, width=0.4, label="true", color="#999999")
+    ax.bar([x + 0.2 for x in xs], private, width=0.4, color="#4c72b0",
+           yerr=[std] * len(private) if std else None, capsize=3,
+           label="private" + (" (± 1 expected noise std)" if std else ""))
+    ax.set_xticks(list(xs))
+    ax.set_xlabel("coordinate" if result["vdaf"] == "Prio3SumVec" else "bucket")
+    g = result["guarantee"]
+    title = f"{result['report_count']} reports, {result['vdaf_description']}"
+    if g.get("trust_model") is not None:
+        title += f"\n{describe_guarantee(g)} ({g['trust_model']})"
+    ax.set_title(title, fontsize=9)
+    ax.legend()
+    fig.tight_layout()
+    try:
+        fig.savefig(path)
+    except (OSError, ValueError) as exc:
+        raise usage_error(f"cannot write the plot {path}: {exc}") from None
+    finally:
+        plt.close(fig)
 
 
 def register(subparsers: Any) -> None:
@@ -200,7 +250,7 @@ def register(subparsers: Any) -> None:
                    help="time-interval (default) or leader-selected")
     p.add_argument("--seed", type=int, default=2024,
                    help="seed of the simulated measurements (not of the protocol or noise)")
-    p.add_argument("--timeout", type=float, default=60.0, help=argparse.SUPPRESS)
+    p.add_argument("--timeout", type=positive_float, default=60.0, help=argparse.SUPPRESS)
     p.add_argument("--sample-rate", type=float, default=None, metavar="Q",
                    help="Poisson sampling: --reports is the population, each Client takes "
                    "part with probability Q (paper 000)")
@@ -214,5 +264,7 @@ def register(subparsers: Any) -> None:
                    help="check-in probability (default 1)")
     p.add_argument("--relay", action="store_true",
                    help="upload through an Oblivious HTTP relay to the Leader's gateway")
+    p.add_argument("--plot", metavar="FILE.png", help="draw the true and the private "
+                   "values side by side (needs matplotlib: the 'plot' extra)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=run_command(_cmd_demo))

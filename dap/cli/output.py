@@ -45,10 +45,11 @@ def format_result(value: Any) -> str:
     return str(value)
 
 
-def write_json_file(path: Path, obj: dict[str, Any], private: bool) -> None:
+def write_json_file(path: Path, obj: dict[str, Any], private: bool,
+                    sort_keys: bool = True) -> None:
     """Write JSON; `private` files are created with mode 0600 (and re-moded if they
     existed)."""
-    data = (json.dumps(obj, indent=2, sort_keys=True) + "\n").encode()
+    data = (json.dumps(obj, indent=2, sort_keys=sort_keys) + "\n").encode()
     flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC
     fd = os.open(path, flags, 0o600 if private else 0o644)
     try:

@@ -69,7 +69,20 @@ def target(role: str, admin: str | None, config_path: str | None, token: str | N
         raise usage_error(str(exc)) from None
     if not token:
         raise usage_error(f"--admin-token (or PPM_ADMIN_TOKEN) is needed with --{role}-admin")
+    check_admin_role(client, role, f"--{role}-admin")
     return AdminTarget(role, client)
+
+
+def check_admin_role(client: Any, role: str, option: str) -> None:
+    """Refuse an admin URL whose Aggregator reports another role (`GET /internal/health`
+    answers {"role": ...}): swapped --leader-admin / --helper-admin URLs."""
+    health = client.request("GET", "internal/health")
+    other = health.get("role") if isinstance(health, dict) else None
+    if other is not None and other != role:
+        swap = ("; --leader-admin and --helper-admin swapped?"
+                if option.endswith(("leader-admin", "helper-admin")) else "")
+        raise usage_error(f"{option} {client.base} is a {other}, not a {role} (its "
+                          f"/internal/health says so){swap}")
 
 
 def task_interval_of(start: int | None, end: int | None, time_precision: int) -> Any:
@@ -92,11 +105,25 @@ def _warn(message: str) -> None:
     print(f"ppm: warning: {message}", file=sys.stderr)
 
 
+def _refuse_overwrite(args: argparse.Namespace) -> None:
+    """An existing collector-task.json holds the only copy of an earlier task's private
+    key: never overwrite it silently (checked before anything is provisioned)."""
+    if args.out_dir is None or args.force:
+        return
+    for name in ("collector-task.json", "client-task.json"):
+        path = Path(args.out_dir) / name
+        if path.exists():
+            raise usage_error(f"{path} exists (an earlier task's files: its collector key "
+                              "would be lost); choose another --out-dir, or --force to "
+                              "overwrite it")
+
+
 def _cmd_task_create(args: argparse.Namespace) -> int:
     from dap import dp
     from dap.profiles import get_profile
     from dap.provision import TaskRefused, b64, new_task, provision
 
+    _refuse_overwrite(args)
     if args.taskprov:
         return _cmd_task_create_taskprov(args)
     if args.collector_credentials is not None:
@@ -213,6 +240,7 @@ def _cmd_task_create_taskprov(args: argparse.Namespace) -> int:
     from dap.profiles import get_profile
     from dap.provision import b64, collector_keypair_from_view, new_taskprov_task
 
+    _refuse_overwrite(args)
     for option in ("leader_admin", "leader_config", "helper_admin", "helper_config",
                    "max_batch_size"):
         if getattr(args, option) is not None:
@@ -408,9 +436,27 @@ def register(subparsers: Any) -> None:
     g.add_argument("--collector-credentials", metavar="FILE",
                    help="collector-credentials.json of ppm task taskprov-init")
     p.add_argument("--out-dir", metavar="DIR",
-                   help="write client-task.json and collector-task.json (mode 0600) here")
+                   help="write client-task.json and collector-task.json (mode 0600) here; "
+                   "existing task files are not overwritten without --force")
+    p.add_argument("--force", action="store_true",
+                   help="overwrite the task files in --out-dir (the earlier task's "
+                   "collector key is lost)")
     add_json(p)
     p.set_defaults(func=run_command(_cmd_task_create))
+
+    for name, help_text in (("list", "list an Aggregator's tasks (admin API)"),
+                            ("show", "a task's counters: reports received, pending, "
+                             "aggregated, failed by reason; jobs; batches ready"),
+                            ("delete", "delete a task from an Aggregator (its reports too)")):
+        p = task_sub.add_parser(name, help=help_text, description=help_text)
+        p.add_argument("--admin", required=True, metavar="URL",
+                       help="the Aggregator's base URL (admin API under /internal/)")
+        p.add_argument("--admin-token", help="default: $PPM_ADMIN_TOKEN")
+        if name != "list":
+            p.add_argument("task_id", metavar="TASK_ID", help="base64url task ID, or a "
+                           "task file (client-task.json, collector-task.json)")
+        add_json(p)
+        p.set_defaults(func=run_command(_TASK_ADMIN[name]))
 
     p = task_sub.add_parser(
         "taskprov-init", help="make the assets a Leader, Helper and Collector share for "
@@ -443,13 +489,98 @@ def register(subparsers: Any) -> None:
 __all__ = ["CliError", "register", "target", "task_interval_of"]
 
 
+def _admin_client(args: argparse.Namespace) -> Any:
+    from dap.admin_client import AdminClient
+
+    token = args.admin_token or os.environ.get("PPM_ADMIN_TOKEN")
+    if not token:
+        raise usage_error("--admin-token (or PPM_ADMIN_TOKEN) is needed")
+    try:
+        return AdminClient(args.admin, token)
+    except ValueError as exc:
+        raise usage_error(f"--admin: {exc}") from None
+
+
+def _task_id_arg(text: str) -> str:
+    """A base64url task ID, or the task_id of a task file."""
+    import base64
+    import binascii
+
+    if Path(text).is_file():
+        return str(_read_json(text, "task file").get("task_id", ""))
+    try:
+        raw = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+    except (ValueError, binascii.Error):
+        raw = b""
+    if len(raw) != 32:
+        raise usage_error(f"not a task ID (32 bytes, base64url) nor a task file: {text!r}")
+    return text
+
+
+def _cmd_task_list(args: argparse.Namespace) -> int:
+    tasks = _admin_client(args).request("GET", "internal/tasks") or []
+    if args.json:
+        emit_json({"ok": True, "tasks": tasks})
+        return 0
+    for t in tasks:
+        print(f"{t['task_id']}  {t['role']:6s}  {t['profile']}")
+    print(f"{len(tasks)} task(s)")
+    return 0
+
+
+def _cmd_task_show(args: argparse.Namespace) -> int:
+    task_id = _task_id_arg(args.task_id)
+    status = _admin_client(args).request("GET", f"internal/tasks/{task_id}")
+    if args.json:
+        emit_json({"ok": True, **status})
+        return 0
+    print(f"task {status['task_id']}  ({status['role']}, {status['profile']}"
+          + (f", {status['batch_mode']}, min_batch_size {status['min_batch_size']}"
+             if "min_batch_size" in status else "") + ")")
+    c = status.get("counters")
+    if c is None:
+        print("  no counters: this Aggregator's datastore does not keep them")
+        return 0
+    r, b = c["reports"], c["batches"]
+    failed = ", ".join(f"{n} {k}" for k, n in sorted(r["failed_by_reason"].items()))
+    print(f"  reports     {r['received']} received, {r['pending']} pending, "
+          f"{r['aggregated']} aggregated, {r['failed']} failed" + (f" ({failed})"
+                                                                  if failed else ""))
+    refused = r.get("rejected_at_upload") or {}
+    if refused:
+        print("  refused     " + ", ".join(f"{n} {k}" for k, n in refused.items())
+              + " (at upload, since the Leader started)")
+    print(f"  batches     {b['aggregated_uncollected']} aggregated reports not collected"
+          + (f", {b['ready']} bucket(s) ready (>= {b['min_batch_size']})"
+             if "ready" in b else "") + f", {b['collected_reports']} collected")
+    for what, key in (("agg. jobs", "aggregation_jobs"), ("coll. jobs", "collection_jobs")):
+        if c[key]:
+            print(f"  {what:11s} " + ", ".join(f"{n} {s}" for s, n in sorted(c[key].items())))
+    if c.get("aggregation_retrying"):
+        print(f"  retrying    {c['aggregation_retrying']}")
+    return 0
+
+
+def _cmd_task_delete(args: argparse.Namespace) -> int:
+    task_id = _task_id_arg(args.task_id)
+    _admin_client(args).delete_task(task_id)
+    if args.json:
+        emit_json({"ok": True, "task_id": task_id, "deleted": True})
+    else:
+        print(f"deleted task {task_id} from {args.admin}")
+    return 0
+
+
+_TASK_ADMIN = {"list": _cmd_task_list, "show": _cmd_task_show, "delete": _cmd_task_delete}
+
+
 def _write_task_files(args: argparse.Namespace, pt: Any) -> dict[str, str]:
     """With `--out-dir`: the Client's task file and the Collector's (0600); their paths."""
     if args.out_dir is None:
         return {}
     out = Path(args.out_dir)
-    out.mkdir(parents=True, exist_ok=True)
     client_path, collector_path = out / "client-task.json", out / "collector-task.json"
+    out.mkdir(parents=True, exist_ok=True)
     write_json_file(client_path, pt.client_view(), private=False)
     write_json_file(collector_path, pt.collector_view(), private=True)
     return {"client_task": str(client_path), "collector_task": str(collector_path)}

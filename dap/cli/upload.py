@@ -176,10 +176,20 @@ def _cmd_upload(args: argparse.Namespace) -> int:
                                                  registry.parameters_of(vdaf), policy))
         measurements = kept
 
+    _check_task_interval(task, now)
+    show = _UploadProgress(len(measurements) + len(dummies))
+
     async def go() -> Any:
         async with Client(task, extensions=extensions, relay=route) as client:
-            result = await client.upload(measurements, batch_size=args.batch_size,
-                                         time_seconds=now)
+            from dap.client import UploadResult
+
+            result = UploadResult(0, {})
+            for i in range(0, len(measurements), args.batch_size):
+                part = await client.upload(measurements[i:i + args.batch_size],
+                                           batch_size=args.batch_size, time_seconds=now)
+                result.accepted += part.accepted
+                result.rejected.update(part.rejected)
+                show(result.accepted + len(result.rejected))
             if dummies:
                 extra = await client.upload_reports(
                     await client.prepare(dummies, now, randomized=True))
@@ -187,16 +197,25 @@ def _cmd_upload(args: argparse.Namespace) -> int:
                 result.rejected.update(extra.rejected)
             return result
 
-    result = asyncio.run(go())
+    try:
+        result = asyncio.run(go())
+    finally:
+        show.done()
     tp = task.time_precision
     start = int(now) // tp * tp
     rejected = {b64(rid): err.name.lower() for rid, err in result.rejected.items()}
     hint = (f"--interval {start},{tp}" if task.batch_mode == BatchMode.TIME_INTERVAL
             else "--current-batch")
+    by_reason: dict[str, int] = {}
+    for err in rejected.values():
+        by_reason[err] = by_reason.get(err, 0) + 1
+    # Reports refused because their batch was collected cannot be collected again.
+    spent = bool(rejected) and result.accepted == 0 and set(by_reason) <= SPENT_REASONS
     if args.json:
         emit_json({"ok": not rejected, "accepted": result.accepted, "rejected": rejected,
+                   "rejected_by_reason": by_reason,
                    "task_id": b64(bytes(task.task_id)), "report_time": start,
-                   "collect_hint": hint, "sampled_out": sampled_out,
+                   "collect_hint": None if spent else hint, "sampled_out": sampled_out,
                    "dummies": len(dummies)})
     else:
         print(f"uploaded {result.accepted} of {len(measurements) + len(dummies)} reports "
@@ -204,14 +223,80 @@ def _cmd_upload(args: argparse.Namespace) -> int:
         if sampled_out:
             print(f"  {sampled_out} Clients sampled themselves out and sent nothing but "
                   f"{len(dummies)} dummy reports")
-        for rid, err in sorted(rejected.items()):
-            print(f"  rejected report {rid}: {err}")
-        print(f"reports are timestamped {iso(start)} ({start}); collect with: "
-              f"ppm collect --task COLLECTOR_TASK {hint}")
+        if by_reason:
+            print("  rejected: " + ", ".join(
+                f"{n} {reason} ({REASONS.get(reason, 'see the DAP draft')})"
+                for reason, n in sorted(by_reason.items(), key=lambda kv: -kv[1])))
+        if spent:
+            print(f"reports are timestamped {iso(start)} ({start}), in a batch that was "
+                  "already collected: they cannot be collected; upload into a later "
+                  "interval (or a new task)")
+        else:
+            print(f"reports are timestamped {iso(start)} ({start}); collect with: "
+                  f"ppm collect --task COLLECTOR_TASK {hint}")
     if rejected:
-        print(f"ppm: error: the Leader rejected {len(rejected)} reports", file=sys.stderr)
+        print(f"ppm: error: the Leader rejected {len(rejected)} of "
+              f"{len(measurements) + len(dummies)} reports", file=sys.stderr)
         return 1
     return 0
+
+
+# What a report rejection means for the user (DAP-18 Section 4.5.2 report errors).
+REASONS = {
+    "batch_collected": "its batch was already collected",
+    "report_replayed": "a report with this ID was already uploaded",
+    "report_dropped": "too old for the Leader to keep",
+    "hpke_unknown_config_id": "the Leader's HPKE key changed; retry",
+    "outdated_config": "the Leader's HPKE key changed; retry",
+    "hpke_decrypt_error": "the Leader could not decrypt it",
+    "vdaf_prep_error": "the measurement was refused by the VDAF",
+    "task_expired": "the task has ended",
+    "task_not_started": "the task has not started",
+    "report_too_early": "its time is ahead of the Leader's clock",
+    "invalid_message": "malformed",
+}
+SPENT_REASONS = {"batch_collected"}
+
+
+def _check_task_interval(task: Any, now: float) -> None:
+    """Refuse, before encrypting anything, an upload whose time is outside the task's
+    interval, in the user's units (seconds and UTC), not the wire's."""
+    expiration = getattr(task, "task_expiration", None)  # DAP-09: seconds, no start
+    if expiration is not None and now >= expiration:
+        raise usage_error(f"the task has ended: it took reports until {iso(expiration)} "
+                          f"({expiration}); it is now {iso(int(now))} ({int(now)})")
+    interval = getattr(task, "task_interval", None)
+    if interval is None:
+        return
+    from dap.cli.output import interval_json
+
+    iv = interval_json(interval, task.profile.flow.interval_unit(task))
+    lo, hi = iv["start"], iv["start"] + iv["duration"]
+    if not lo <= int(now) < hi:
+        when = "has not started" if now < lo else "has ended"
+        raise usage_error(f"the task {when}: it takes reports from {iso(lo)} ({lo}) to "
+                          f"{iso(hi)} ({hi}); it is now {iso(int(now))} ({int(now)})")
+
+
+class _UploadProgress:
+    """`uploaded N/M` on stderr while uploading, only when stderr is a terminal and the
+    upload takes more than one request."""
+
+    def __init__(self, total: int) -> None:
+        self.total = total
+        self.enabled = sys.stderr.isatty() and total > 500
+        self.shown = False
+
+    def __call__(self, done: int) -> None:
+        if self.enabled:
+            sys.stderr.write(f"\ruploading: {done}/{self.total} reports\033[K")
+            sys.stderr.flush()
+            self.shown = True
+
+    def done(self) -> None:
+        if self.shown:
+            sys.stderr.write("\r\033[K")
+            sys.stderr.flush()
 
 
 def register(subparsers: Any) -> None:

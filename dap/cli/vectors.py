@@ -57,7 +57,7 @@ def _generate(args: argparse.Namespace) -> int:
         if args.json:
             print(json.dumps({"ok": False, "errors": [str(exc)]}))
         else:
-            print(exc, file=sys.stderr)
+            print(f"ppm dap vectors generate: error: {exc}", file=sys.stderr)
         return 2
     paths = generate(args.out, profile)
     if args.json:
@@ -95,7 +95,7 @@ def _check(args: argparse.Namespace) -> int:
         if args.json:
             print(json.dumps({"ok": False, "files": 0, "checks": 0, "errors": [message]}))
         else:
-            print(message, file=sys.stderr)
+            print(f"ppm dap vectors check: error: {message}", file=sys.stderr)
         return 1
     return _print_report(check(args.directory), args.json)
 

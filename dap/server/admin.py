@@ -4,11 +4,13 @@ configuration's `admin_token` (absent: the API is disabled).
     GET    /internal/health                       liveness
     POST   /internal/tasks                        provision a task (JSON, see TaskSpec)
     GET    /internal/tasks                        list task IDs
+    GET    /internal/tasks/{task_id}              a task's counters (dap/server/status.py)
     DELETE /internal/tasks/{task_id}              remove a task
     GET    /internal/hpke_keys                    list keys (id, state, config)
     POST   /internal/hpke_keys                    add a key {"state": "pending", "kem": ...}
     PUT    /internal/hpke_keys/{config_id}        change state {"state": "active"}
-    DELETE /internal/hpke_keys/{config_id}        delete a key
+    DELETE /internal/hpke_keys/{config_id}        delete a key (not the only active
+                                                  one, unless ?force=true)
 
 HPKE key rotation: add a key as `pending` (it decrypts, but is not advertised), make it
 `active` once every replica has it (advertised first), then mark the old key `expired`
@@ -167,6 +169,33 @@ async def list_tasks(request: web.Request) -> web.StreamResponse:
                                "profile": t.profile} for t in tasks])
 
 
+async def get_task(request: web.Request) -> web.StreamResponse:
+    """A task and its counters: reports received, pending, aggregated and failed by
+    reason; jobs by state; batches ready and collected (`dap.server.status`)."""
+    from dap.common import Role
+    from dap.server.status import task_status
+
+    _check_admin(request)
+    task_id = _task_id(request)
+    st = state(request)
+    with st.datastore.transaction() as tx:
+        record = tx.get_task(task_id)
+        if record is None:
+            raise DapProblem("notFound", "no such task", 404, dap_type=False)
+        try:
+            task = st.tasks.get(tx, task_id, Role.LEADER if record.role == "leader"
+                                else Role.HELPER)
+        except (DapProblem, ValueError):
+            task = None
+        status = task_status(tx, record, task)
+    from dap.server.metrics import rejections_of
+
+    if status.get("counters") is not None:
+        status["counters"]["reports"]["rejected_at_upload"] = rejections_of(request.app,
+                                                                           task_id)
+    return web.json_response(status)
+
+
 async def delete_task(request: web.Request) -> web.StreamResponse:
     _check_admin(request)
     task_id = _task_id(request)
@@ -228,6 +257,8 @@ async def put_key(request: web.Request) -> web.StreamResponse:
     st = state(request)
     config_id = _config_id(request)
     with st.datastore.transaction() as tx:
+        if new_state != HpkeKeyState.ACTIVE:
+            _keep_an_active_key(tx, config_id, request)
         try:
             tx.set_hpke_key_state(config_id, HpkeKeyState(new_state))
         except StorageError:
@@ -242,15 +273,30 @@ async def delete_key(request: web.Request) -> web.StreamResponse:
     st = state(request)
     config_id = _config_id(request)
     with st.datastore.transaction() as tx:
+        _keep_an_active_key(tx, config_id, request)
         tx.delete_hpke_key(config_id)
     st.invalidate_keyring()
     return web.Response(status=200)
+
+
+def _keep_an_active_key(tx: Any, config_id: int, request: web.Request) -> None:
+    """Refuse (409) to delete or retire the only active HPKE key: the Aggregator would
+    advertise no configuration and every Client upload would fail. `?force=true`
+    overrides."""
+    if request.query.get("force", "").lower() in ("1", "true", "yes"):
+        return
+    active = [k.config_id for k in tx.list_hpke_keys() if k.state == HpkeKeyState.ACTIVE]
+    if active == [config_id]:
+        raise DapProblem("conflict", f"HPKE key {config_id} is the only active key: "
+                         "without it Clients cannot upload; add and activate another key "
+                         "first (or add ?force=true)", 409, dap_type=False)
 
 
 def add_routes(app: web.Application) -> None:
     app.router.add_get("/internal/health", health)
     app.router.add_post("/internal/tasks", post_task)
     app.router.add_get("/internal/tasks", list_tasks)
+    app.router.add_get("/internal/tasks/{task_id}", get_task)
     app.router.add_delete("/internal/tasks/{task_id}", delete_task)
     app.router.add_get("/internal/hpke_keys", list_keys)
     app.router.add_post("/internal/hpke_keys", post_key)

@@ -20,7 +20,7 @@ from dap.core.errors import DapProblem
 from dap.core.rand import OS_RNG, Rng
 from dap.core.tasks import AggregatorTask, add_hpke_key
 from dap.dp import keep_noise_reserves
-from dap.server import admin, gateway, taskprov
+from dap.server import admin, gateway, logs, metrics, taskprov
 from dap.server import helper as helper_routes
 from dap.server import leader as leader_routes
 from dap.server.common import (
@@ -94,7 +94,7 @@ def build_app(config: AggregatorConfig, datastore: Datastore | None = None,
     ensure_hpke_key(ds, rng)
     st = AppState(config, ds, clock, rng)
     # taskprov.middleware provisions an advertised task before the handler looks it up.
-    middlewares = [problem_middleware, taskprov.middleware]
+    middlewares = [metrics.middleware, problem_middleware, taskprov.middleware]
     if config.log_request_peers:
         middlewares.insert(0, peer_log_middleware)
     # Every body is read through serving.read_limited with its resource's limit; aiohttp's
@@ -106,6 +106,7 @@ def build_app(config: AggregatorConfig, datastore: Datastore | None = None,
     app[STATE_KEY] = st
     app.router.add_get("/hpke_config", get_hpke_config)
     admin.add_routes(app)
+    metrics.install(app)  # GET /metrics, with the admin API's token
     if config.role == "leader":
         leader_routes.add_routes(app)
         app[leader_routes.WAKE_KEY] = asyncio.Event()
@@ -144,8 +145,7 @@ def build_app(config: AggregatorConfig, datastore: Datastore | None = None,
 def run(config: AggregatorConfig) -> None:
     """Serve until interrupted (`ppm leader` / `ppm helper`). A configuration that
     cannot be used (TLS files, the datastore key) raises ConfigError or StorageError."""
-    logging.basicConfig(level=logging.INFO,
-                        format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    logs.configure(config.log_level, config.log_format)
     try:
         tls = ssl_context(config.tls_cert, config.tls_key)
     except (OSError, ValueError) as exc:

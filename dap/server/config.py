@@ -3,19 +3,23 @@
 Example (every key but `role` and `datastore` is optional)::
 
     {
-      "role": "leader",
-      "listen_host": "127.0.0.1", "listen_port": 8081,
-      "datastore": "leader.sqlite",
-      "sqlite_synchronous": "FULL",
+      "role": "leader",                  # leader or helper
+      "listen_host": "127.0.0.1", "listen_port": 8081,   # where to serve
+      "datastore": "leader.sqlite",      # SQLite file (relative to this file)
+      "sqlite_synchronous": "FULL",      # SQLite PRAGMA synchronous
       "admin_token": "...",              # enables the /internal admin API
       "clock_skew": 300,                 # seconds of leeway before report_too_early
-      "min_job_size": 10, "max_job_size": 500, "straggler_age": 2.0,
+      "min_job_size": 10, "max_job_size": 500,   # reports per aggregation job
+      "straggler_age": 2.0,              # seconds after which fewer than min_job_size
+                                         # waiting reports form a job
       "async_helper": false,             # Helper: answer aggregation jobs later
       "async_aggregate_shares": false,   # Helper: always compute shares in background
       "retry_after": 1,                  # seconds, in Retry-After headers
       "hpke_cache_max_age": 86400,       # Cache-Control max-age of hpke_config
       "collection_give_up_after": null,  # seconds; then invalidBatchSize
-      "worker_interval": 0.05, "job_concurrency": 4,
+      "worker_interval": 0.05,           # seconds between background worker passes
+      "job_concurrency": 4,              # aggregation jobs stepped at once
+      "http_timeout": 30.0,              # seconds, requests to the other Aggregator
       "job_lease": 60.0,                 # seconds a worker holds a job it is stepping
                                          # (> http_timeout); a crashed worker's jobs
                                          # resume once it has expired
@@ -37,16 +41,23 @@ Example (every key but `role` and `datastore` is optional)::
                                          # is deleted (a Collector's grace period)
       "retention_interval": 300,         # seconds between retention passes
       "max_upload_bytes": 16777216,      # request body limits per resource (413 above)
-      "max_aggregation_job_bytes": 33554432,
+      "max_aggregation_job_bytes": 33554432,   # aggregation job requests
       "max_collection_bytes": 1048576,   # collection jobs and aggregate shares
-      "max_admin_bytes": 1048576,
+      "max_admin_bytes": 1048576,        # admin API requests
       "idle_timeout": 15.0,              # seconds to send a complete request header
       "body_timeout": 30.0,              # seconds to send a whole request body
       "max_connections": 1000,           # then the oldest idle connection is closed
       "tls_cert": "cert.pem", "tls_key": "key.pem",   # serve HTTPS (both or neither)
       "tls_ca_file": "ca.pem",           # also trust this CA for requests to the Helper
-      "worker_threads": 4                # blocking work off the event loop (0: on it)
+      "worker_threads": 4,               # blocking work off the event loop (0: on it)
+      "log_level": "INFO",               # DEBUG, INFO, WARNING or ERROR
+      "log_format": "text",              # text, or json: one JSON object per line
+      "access_log": false                # one log line per request (logger ppm.access)
     }
+
+Keys starting with `#` are comments. `ppm config init` writes a commented pair of files;
+`ppm leader --config FILE --check` checks one and exits. Every key is type-checked from
+its annotation below (`check_types`), so a key added here is checked too.
 
 Relative paths (datastore, TLS files) are relative to the configuration file. See
 `dap/server/serving.py` for what the limits protect against.
@@ -55,7 +66,9 @@ Relative paths (datastore, TLS files) are relative to the configuration file. Se
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, fields
+import types
+import typing
+from dataclasses import MISSING, dataclass, fields
 from pathlib import Path
 from typing import Any
 
@@ -107,11 +120,29 @@ class AggregatorConfig:
     tls_key: str | None = None
     tls_ca_file: str | None = None
     worker_threads: int = 4
+    log_level: str = "INFO"
+    log_format: str = "text"
+    access_log: bool = False
 
 
     def __post_init__(self) -> None:
+        check_types(self)
         if self.role not in ("leader", "helper"):
-            raise ValueError("role must be 'leader' or 'helper'")
+            raise ValueError(f"role must be \"leader\" or \"helper\", not "
+                             f"{json.dumps(self.role)}")
+        if not 0 <= self.listen_port <= 65535:
+            raise ValueError(f"listen_port must be 0..65535, not {self.listen_port}")
+        for name in ("worker_interval", "http_timeout", "job_lease"):
+            if not getattr(self, name) > 0:
+                raise ValueError(f"{name} must be a positive number of seconds")
+        if self.straggler_age < 0:
+            raise ValueError("straggler_age must be a number of seconds >= 0")
+        if self.job_concurrency < 1:
+            raise ValueError("job_concurrency must be at least 1")
+        if self.log_level.upper() not in ("DEBUG", "INFO", "WARNING", "ERROR"):
+            raise ValueError("log_level must be DEBUG, INFO, WARNING or ERROR")
+        if self.log_format not in ("text", "json"):
+            raise ValueError('log_format must be "text" or "json"')
         if self.min_job_size < 1 or self.max_job_size < self.min_job_size:
             raise ValueError("need 1 <= min_job_size <= max_job_size")
         for name in ("max_upload_bytes", "max_aggregation_job_bytes", "max_collection_bytes",
@@ -169,10 +200,19 @@ class AggregatorConfig:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> AggregatorConfig:
+        if not isinstance(data, dict):
+            raise ValueError("the configuration must be a JSON object")
+        # Keys starting with "#" are comments (`ppm config init` writes them).
+        data = {k: v for k, v in data.items() if not k.startswith("#")}
         known = {f.name for f in fields(cls)}
         unknown = sorted(set(data) - known)
         if unknown:
             raise ValueError(f"unknown configuration keys: {unknown}")
+        missing = [f.name for f in fields(cls) if f.name not in data
+                   and f.default is MISSING and f.default_factory is MISSING]
+        if missing:
+            raise ValueError(f"missing required key(s) {', '.join(missing)} (for example "
+                             '"role": "leader", "datastore": "leader.sqlite")')
         return cls(**data)
 
     @classmethod
@@ -196,6 +236,109 @@ class AggregatorConfig:
         return {f.name: getattr(self, f.name) for f in fields(self)}
 
 
+# The JSON types a field's annotation accepts (bool is not a number here, an int is a
+# float), so that every key -- those other modules add too -- is checked from its
+# annotation alone.
+_JSON_NAMES = {str: "a string", int: "an integer", float: "a number", bool: "true or false",
+               list: "a list", dict: "an object", type(None): "null"}
+
+
+def _accepted(annotation: Any) -> tuple[type, ...]:
+    """The Python types of a field annotation (`float | None` -> (float, NoneType))."""
+    if isinstance(annotation, str):
+        annotation = eval(annotation, vars(typing), {"Any": Any})  # noqa: S307 - our own
+    origin = typing.get_origin(annotation)
+    if origin in (typing.Union, types.UnionType):
+        return tuple(t for a in typing.get_args(annotation) for t in _accepted(a))
+    if origin is not None:
+        return (origin,)
+    if annotation is Any:
+        return (object,)
+    return (annotation,)
+
+
+def _fits(value: Any, accepted: tuple[type, ...]) -> bool:
+    if object in accepted:
+        return True
+    if isinstance(value, bool):
+        return bool in accepted
+    if isinstance(value, int) and float in accepted:
+        return True
+    return isinstance(value, accepted)
+
+
+def check_types(config: Any) -> None:
+    """Every field of a configuration dataclass has a value of its annotated type, or a
+    ValueError naming the key, the expected type and the value given (issue 16:
+    `"worker_interval": "fast"` used to start a server that never aggregated)."""
+    hints = typing.get_type_hints(type(config))
+    for f in fields(config):
+        value = getattr(config, f.name)
+        accepted = _accepted(hints.get(f.name, f.type))
+        if not _fits(value, accepted):
+            want = " or ".join(dict.fromkeys(_JSON_NAMES.get(t, t.__name__)
+                                             for t in accepted))
+            raise ValueError(f"{f.name} must be {want}, not {json.dumps(value)}")
+
+
+def _descriptions() -> dict[str, str]:
+    """Each key's comment in this module's example (the docstring above): written once."""
+    import re
+
+    out: dict[str, str] = {}
+    last: list[str] = []
+    for line in (__doc__ or "").splitlines():
+        keys = re.findall(r'"(\w+)":', line.split("#", 1)[0])
+        comment = line.split("#", 1)[1].strip() if "#" in line else ""
+        if keys:
+            last = keys
+            for key in keys:
+                out[key] = comment
+        elif comment and last and not line.split("#", 1)[0].strip():
+            for key in last:
+                out[key] = f"{out[key]} {comment}".strip()
+        else:
+            last = []
+    return out
+
+
+def key_table() -> list[tuple[str, str, str, str]]:
+    """(key, JSON type, default, description) of every configuration key, for the
+    README."""
+    hints = typing.get_type_hints(AggregatorConfig)
+    notes = _descriptions()
+    rows = []
+    for f in fields(AggregatorConfig):
+        accepted = _accepted(hints[f.name])
+        kind = " or ".join(dict.fromkeys(_JSON_NAMES.get(t, t.__name__).removeprefix("a ")
+                                         .removeprefix("an ") for t in accepted))
+        default = "required" if f.default is MISSING else json.dumps(f.default)
+        rows.append((f.name, kind, default, notes.get(f.name, "")))
+    return rows
+
+
+README_BEGIN = "<!-- config-keys: generated by python -m dap.server.config --readme -->"
+README_END = "<!-- end of config-keys -->"
+
+
+def readme_section() -> str:
+    """The README's table of configuration keys, between its markers."""
+    lines = [README_BEGIN, "", "| key | type | default | what |", "|---|---|---|---|"]
+    lines += [f"| `{k}` | {t} | {d if d == 'required' else f'`{d}`'} | "
+              f"{n.replace('|', '/')} |" for k, t, d, n in key_table()]
+    return "\n".join([*lines, "", README_END])
+
+
+def update_readme(path: str | Path) -> bool:
+    """Rewrite the generated section of a README; True if it changed."""
+    text = Path(path).read_text()
+    start, end = text.index(README_BEGIN), text.index(README_END) + len(README_END)
+    new = text[:start] + readme_section() + text[end:]
+    if new != text:
+        Path(path).write_text(new)
+    return new != text
+
+
 class ConfigError(ValueError):
     """A configuration file that cannot be used, with a one-line reason."""
 
@@ -216,3 +359,13 @@ def load_config_file(path: str | Path, role: str | None = None) -> AggregatorCon
     if role is not None and config.role != role:
         raise ConfigError(f"{path} configures a {config.role}, not a {role}")
     return config
+
+
+if __name__ == "__main__":  # python -m dap.server.config --readme [README.md]
+    import sys
+
+    if sys.argv[1:2] == ["--readme"]:
+        target = sys.argv[2] if len(sys.argv) > 2 else "README.md"
+        print("updated" if update_readme(target) else "up to date", target)
+    else:
+        print(readme_section())

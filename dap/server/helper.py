@@ -46,6 +46,9 @@ async def post_aggregation_jobs(request: web.Request) -> web.StreamResponse:
                            st.config.max_aggregation_job_bytes)
     keyring = st.keyring()
     result = await st.offload(_init_job, st, task, body, st.config.async_helper, keyring, None)
+    log.info("aggregation job %s (task %s): %s", result.job_id.hex(),
+             bytes(task.task_id).hex()[:16],
+             "deferred" if result.response is None else "answered")
     location = f"{request.path}/{b64url(result.job_id)}"
     if result.response is None:
         request.app[WAKE_KEY].set()
@@ -139,6 +142,9 @@ async def post_aggregate_shares(request: web.Request) -> web.StreamResponse:
             return core.create_aggregate_share(tx, task, body, asynchronous, rng=st.rng)
 
     result = await st.offload(run)
+    log.info("aggregate share %s (task %s): %s", result.share_id.hex(),
+             bytes(task.task_id).hex()[:16],
+             "deferred" if result.response is None else "released")
     location = f"{request.path}/{b64url(result.share_id)}"
     if result.response is None:
         request.app[WAKE_KEY].set()

@@ -45,8 +45,10 @@ from dap.server.common import (
     state,
     task_id_param,
 )
+from dap.server.metrics import count_rejections
 from dap.server.retention import RetentionTimer
 from dap.server.serving import client_ssl_context
+from dap.server.status import STATUS_HEADER, collection_hint
 from dap.server.upload import GROUP_MAX_BODY, groups_of
 from dap.storage import (
     AggregationJobRecord,
@@ -85,6 +87,7 @@ async def upload_response(app: web.Application, st: AppState, task: Any,
         errors = await groups_of(st).store(task, keyring, body)
     else:
         errors = await st.offload(store_upload, st, task, keyring, body)
+    count_rejections(app, task, errors)  # /metrics, GET /internal/tasks/{id}
     app[WAKE_KEY].set()
     answer = task.wire.upload_answer(task, errors)  # raises a DAP-09 refused report's problem
     if answer is None:
@@ -154,7 +157,11 @@ async def poll_collection_job(request: web.Request) -> web.StreamResponse:
         with st.datastore.transaction() as tx:
             body = core.get_collection_job(tx, task, job_id)
     except NotReady:
-        return not_ready_response(st.config, status=task.profile.statuses["collection_not_ready"])
+        resp = not_ready_response(st.config,
+                                  status=task.profile.statuses["collection_not_ready"])
+        with st.datastore.transaction() as tx:  # what it waits for (dap.server.status)
+            resp.headers[STATUS_HEADER] = collection_hint(tx, task, job_id)
+        return resp
     return message_response(task, task.profile.message_names["collection"], body)
 
 
@@ -424,6 +431,8 @@ class LeaderWorker:
             abandoned = await st.offload(process)
             if abandoned is None:
                 return
+            log.info("aggregation job %s (task %s) step %d: %s", job.job_id.hex(),
+                     job.task_id.hex()[:16], job.step, "abandoned" if abandoned else "done")
             if abandoned:
                 await self._delete_helper_job(task, job)
             self.app[WAKE_KEY].set()
@@ -572,6 +581,8 @@ class LeaderWorker:
                 if fresh is not None and fresh.state == CollectionJobState.COLLECTING:
                     core.finish_collection(tx, task, fresh, share_request, content,
                                            rng=st.rng)
+                    log.info("collection job %s (task %s): finished", job.job_id.hex(),
+                             job.task_id.hex()[:16])
             self.share_locations.pop(job.job_id, None)
             return True
         if 200 <= status < 300:
@@ -590,6 +601,8 @@ class LeaderWorker:
             fresh = tx.get_collection_job(job.task_id, job.job_id)
             if fresh is not None and fresh.state in _PENDING_COLLECTION:
                 core.release_refused_collection(tx, task, fresh, token, f"Helper: {detail}")
+                log.info("collection job %s (task %s): refused by the Helper: %s %s",
+                         job.job_id.hex(), job.task_id.hex()[:16], token, detail)
         return True
 
     def _retry_collection(self, job: CollectionJobRecord, reason: str) -> None:
