@@ -63,7 +63,7 @@ def register(subparsers: Any) -> None:
         description="Replay every operation of each vector file. Exit status 1 if any fails.",
     )
     check.add_argument(
-        "files", nargs="*", metavar="FILE",
+        "files", nargs="*", default=[], metavar="FILE",
         help="vector JSON files (a directory: its *.json); default: the vectors shipped "
              "with this package for --vdaf-version",
     )
@@ -167,15 +167,16 @@ def cmd_check(args: argparse.Namespace) -> int:
     if not names:
         from vdaf.packaged import vdaf_vectors_dir
 
-        shipped = vdaf_vectors_dir(args.vdaf_version)
+        version = args.vdaf_version or vectors.DEFAULT_VERSION
+        shipped = vdaf_vectors_dir(version)
         if shipped is None:
-            return _error(f"no test vectors shipped for VDAF version {args.vdaf_version}; "
+            return _error(f"no test vectors shipped for VDAF version {version}; "
                           "give vector files or a directory", args.json)
         names = [str(shipped)]
     for name in names:
         path = Path(name)
-        if not path.exists():
-            return _error(f"no such file or folder: {name}", args.json)
+        # A path that does not exist is checked as a file: it fails with "cannot read"
+        # beside the others (exit 1), as any unreadable file does.
         # A directory stands for the vector files in it.
         paths += sorted(path.glob("*.json")) if path.is_dir() else [path]
     if not paths:
