@@ -293,9 +293,10 @@ class DatastoreTarget(Target):
         return f"datastore {self.config.datastore}"
 
     def _open(self) -> Any:
-        from dap.storage.sqlite import SqliteDatastore
+        from dap.storage import open_datastore
 
-        return SqliteDatastore(self.config.datastore, self.config.sqlite_synchronous)
+        return open_datastore(self.config.datastore,
+                              sqlite_synchronous=self.config.sqlite_synchronous)
 
     def put(self, pt: ProvisionedTask) -> None:
         from dap.core.errors import DapProblem

@@ -6,9 +6,12 @@ vectors) use the `shared_dir` fixture, which skips with a visible reason when it
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+
+from tests.pg_harness import PgDatabase, require_pg
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 SHARED_DIR = PROJECT_ROOT.parent / "shared"
@@ -25,3 +28,30 @@ def shared_dir() -> Path:
     if not SHARED_DIR.is_dir():
         pytest.skip(f"../shared not found beside the project (looked at {SHARED_DIR})")
     return SHARED_DIR
+
+
+# -- PostgreSQL (tests.pg_harness) ---------------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def pg_database() -> Iterator[PgDatabase]:
+    """A scratch PostgreSQL database for this test session (one per xdist worker),
+    dropped at the end; skips with the reason when no server answers."""
+    require_pg()
+    db = PgDatabase()
+    try:
+        yield db
+    finally:
+        db.drop()
+
+
+@pytest.fixture
+def datastore_spec(request: pytest.FixtureRequest, tmp_path: Path) -> Callable[[str], str]:
+    """`spec(label)`: a new datastore for the test's `backend` parameter (a SQLite file
+    in tmp_path, or a fresh schema of the session's PostgreSQL database)."""
+    backend = getattr(request, "param", None) or request.node.callspec.params.get(
+        "backend", "sqlite")
+    if backend == "postgresql":
+        db: PgDatabase = request.getfixturevalue("pg_database")
+        return db.new_url
+    return lambda label: str(tmp_path / f"{label}.sqlite")

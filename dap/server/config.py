@@ -60,6 +60,7 @@ from pathlib import Path
 from typing import Any
 
 from dap.server.serving import HttpLimits, MiB
+from dap.storage import is_datastore_url
 
 
 @dataclass
@@ -165,6 +166,9 @@ class AggregatorConfig:
 
     def gateway_key_path(self) -> str:
         """Where the Oblivious HTTP gateway key is kept."""
+        if self.ohttp_key_file is None and is_datastore_url(self.datastore):
+            raise ConfigError("an OHTTP gateway with a datastore URL needs ohttp_key_file "
+                              "(its key is kept in a file)")
         return self.ohttp_key_file or f"{self.datastore}.ohttp-key"
 
     @classmethod
@@ -179,10 +183,11 @@ class AggregatorConfig:
     def load(cls, path: str | Path) -> AggregatorConfig:
         data = json.loads(Path(path).read_text())
         config = cls.from_dict(data)
-        # A relative datastore path is relative to the configuration file.
+        # A relative datastore path is relative to the configuration file (a URL, such
+        # as postgresql://..., is kept as it is).
         base = Path(path).resolve().parent
         ds = Path(config.datastore)
-        if not ds.is_absolute():
+        if not is_datastore_url(config.datastore) and not ds.is_absolute():
             config.datastore = str(base / ds)
         for name in ("tls_cert", "tls_key", "tls_ca_file"):
             value = getattr(config, name)
