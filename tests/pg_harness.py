@@ -69,8 +69,10 @@ class PgDatabase:
         self.url = url_with_database(admin_url, self.name)
         self._n = 0
 
-    def new_url(self, label: str = "ds") -> str:
-        """The URL of a fresh, empty schema (search_path set through libpq options)."""
+    def new_url(self, label: str = "ds", durable: bool = False) -> str:
+        """The URL of a fresh, empty schema (search_path set through libpq options).
+        Not `durable`: synchronous_commit=off, as the SQLite tests' synchronous=OFF (the
+        tests crash Aggregator processes, not the database server)."""
         import psycopg
 
         self._n += 1
@@ -78,7 +80,8 @@ class PgDatabase:
         with psycopg.connect(self.url, autocommit=True) as conn:
             conn.execute(f"CREATE SCHEMA {schema}")
         sep = "&" if "?" in self.url else "?"
-        return f"{self.url}{sep}options=-csearch_path%3D{schema}"
+        fast = "" if durable else "%20-csynchronous_commit%3Doff"
+        return f"{self.url}{sep}options=-csearch_path%3D{schema}{fast}"
 
     def drop(self) -> None:
         import psycopg
