@@ -309,11 +309,13 @@ def test_postgres_restart_mid_run(tmp_path: Path) -> None:
 
         wait_until(lambda: report_states(leader.datastore).get("aggregated", 0) >= 20, 60,
                    "aggregation to start")
+        started = _postmaster_start(db.url)
         # Restart while the second half is being uploaded and the first aggregated.
         restarter = threading.Timer(0.3, restart)
         restarter.start()
         accepted = _upload_retrying(pt, measurements[n // 2:], per_request=10)
         restarter.join()
+        assert _postmaster_start(db.url) != started, "PostgreSQL did not restart"
         assert accepted == n - n // 2
         # Nothing was released early: the batch only fills with every report.
         assert _collected(leader.datastore) == 0
@@ -322,6 +324,14 @@ def test_postgres_restart_mid_run(tmp_path: Path) -> None:
     finally:
         cluster.kill_all()
         db.drop()
+
+
+def _postmaster_start(url: str) -> Any:
+    import psycopg
+
+    with psycopg.connect(url) as conn:
+        row = conn.execute("SELECT pg_postmaster_start_time()").fetchone()
+        return None if row is None else row[0]
 
 
 def _collected(spec: str) -> int:
