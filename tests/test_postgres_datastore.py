@@ -365,3 +365,46 @@ def _upload_retrying(pt: Any, measurements: list[Any], per_request: int) -> int:
         return accepted
 
     return asyncio.run(go())
+
+
+# -- secrets at rest, as on SQLite (tests/test_datastore_secrets.py) -------------------------
+
+
+def _pg_dump(url: str) -> bytes:
+    """Every value of the tables holding secrets, as bytes."""
+    import psycopg
+
+    out = b""
+    with psycopg.connect(url) as conn:
+        for table in ("tasks", "hpke_keys", "secrets_meta"):
+            for row in conn.execute(f"SELECT * FROM {table}"):
+                for v in row:
+                    out += v if isinstance(v, bytes) else str(v).encode()
+    return out
+
+
+def test_secrets_sealed_and_plaintext_migrated(own_db: PgDatabase) -> None:
+    from dap.storage.secrets import MAGIC, DatastoreKeyError
+    from tests.test_datastore_secrets import _fill, _secrets_of
+
+    url = own_db.new_url("secrets")
+    ds = open_datastore(url, key_from_env=False)
+    assert not ds.encrypted  # type: ignore[attr-defined]
+    pt, hpke = _fill(ds)  # type: ignore[arg-type]
+    ds.close()
+    assert all(s in _pg_dump(url) for s in _secrets_of(pt, hpke)), "stored in the clear"
+
+    key = os.urandom(32)
+    ds = open_datastore(url, key=key)  # the plaintext secrets are sealed at once
+    with ds.transaction() as tx:
+        assert tx.get_task(pt.task.task_id) == pt.leader_record  # type: ignore[attr-defined]
+        assert [k.private_key for k in tx.list_hpke_keys()] == [hpke.private_key]  # type: ignore[attr-defined]
+    ds.close()
+    raw = _pg_dump(url)
+    assert MAGIC.hex().encode() in raw or MAGIC in raw
+    for secret in _secrets_of(pt, hpke):
+        assert secret not in raw, secret
+    with pytest.raises(DatastoreKeyError, match="PPM_DATASTORE_KEY"):
+        open_datastore(url, key_from_env=False)
+    with pytest.raises(DatastoreKeyError, match="is not the key"):
+        open_datastore(url, key=os.urandom(32))

@@ -1033,7 +1033,12 @@ class PostgresDatastore:
             raise StorageError(f"cannot connect to the datastore {redact_url(url)}: "
                                f"{_one_line(exc)}") from None
         try:
-            self._migrate(conn)
+            if self._migrate(conn):
+                # The plaintext secrets' old row versions: rewritten away (as SQLite's
+                # secure_delete; the WAL and old disk blocks are the server's to recycle).
+                conn.autocommit = True
+                conn.execute("VACUUM FULL tasks")
+                conn.execute("VACUUM FULL hpke_keys")
         except psycopg.Error as exc:
             raise StorageError(f"cannot open the datastore {redact_url(url)}: "
                                f"{_one_line(exc)}") from None
@@ -1054,9 +1059,10 @@ class PostgresDatastore:
     def encrypted(self) -> bool:
         return self._box is not None
 
-    def _migrate(self, conn: psycopg.Connection[Any]) -> None:
+    def _migrate(self, conn: psycopg.Connection[Any]) -> bool:
         """Create or migrate the schema, check the datastore key: one transaction, under
-        an advisory lock; nothing is written when it fails."""
+        an advisory lock; nothing is written when it fails. Returns whether plaintext
+        secrets were sealed."""
         try:
             conn.execute("SELECT pg_advisory_xact_lock(%s)", (_MIGRATION_LOCK,))
             conn.execute("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)")
@@ -1072,13 +1078,14 @@ class PostgresDatastore:
                 for statement in _MIGRATIONS[target]:
                     conn.execute(statement)
                 conn.execute("UPDATE schema_version SET version=%s", (target,))
-            self._check_key(conn)
+            sealed = self._check_key(conn)
             conn.commit()
         except BaseException:
             conn.rollback()
             raise
+        return sealed
 
-    def _check_key(self, conn: psycopg.Connection[Any]) -> None:
+    def _check_key(self, conn: psycopg.Connection[Any]) -> bool:
         row = conn.execute("SELECT value FROM secrets_meta WHERE name='key_check'").fetchone()
         box = self._box
         where = redact_url(self.url)
@@ -1093,9 +1100,9 @@ class PostgresDatastore:
             if not right:
                 raise DatastoreKeyError(f"{KEY_ENV} is not the key of the datastore {where} "
                                         "(its secrets do not open)")
-            return
+            return False
         if box is None:
-            return
+            return False
         plain = PostgresTransaction(conn, None)
         sealed = PostgresTransaction(conn, box)
         for task in plain.list_tasks():
@@ -1107,6 +1114,7 @@ class PostgresDatastore:
                              (box.seal(bytes(private_key), _key_aad(config_id)), config_id))
         conn.execute("INSERT INTO secrets_meta VALUES ('key_check', %s)",
                      (box.seal(_CHECK, b"secrets_meta|key_check"),))
+        return True
 
     def _getconn(self) -> psycopg.Connection[Any]:
         if self._closed:
