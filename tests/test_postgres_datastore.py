@@ -408,3 +408,17 @@ def test_secrets_sealed_and_plaintext_migrated(own_db: PgDatabase) -> None:
         open_datastore(url, key_from_env=False)
     with pytest.raises(DatastoreKeyError, match="is not the key"):
         open_datastore(url, key=os.urandom(32))
+
+
+def test_config_keeps_datastore_urls(tmp_path: Path) -> None:
+    from dap.server.config import AggregatorConfig, ConfigError
+
+    url = "postgresql://ppm:pw@db.example:5432/leader?sslmode=require"
+    path = tmp_path / "leader.json"
+    path.write_text(json.dumps({"role": "leader", "datastore": url}))
+    config = AggregatorConfig.load(path)
+    assert config.datastore == url
+    with pytest.raises(ConfigError, match="ohttp_key_file"):
+        config.gateway_key_path()
+    path.write_text(json.dumps({"role": "leader", "datastore": "l.sqlite"}))
+    assert AggregatorConfig.load(path).datastore == str(tmp_path.resolve() / "l.sqlite")

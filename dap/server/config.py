@@ -5,7 +5,7 @@ Example (every key but `role` and `datastore` is optional)::
     {
       "role": "leader",
       "listen_host": "127.0.0.1", "listen_port": 8081,
-      "datastore": "leader.sqlite",
+      "datastore": "leader.sqlite",      # or "postgresql://USER@HOST:PORT/DATABASE"
       "sqlite_synchronous": "FULL",
       "admin_token": "...",              # enables the /internal admin API
       "clock_skew": 300,                 # seconds of leeway before report_too_early
@@ -48,7 +48,8 @@ Example (every key but `role` and `datastore` is optional)::
       "worker_threads": 4                # blocking work off the event loop (0: on it)
     }
 
-Relative paths (datastore, TLS files) are relative to the configuration file. See
+Relative paths (datastore, TLS files) are relative to the configuration file (a
+datastore URL is kept as it is: dap.storage.open_datastore). See
 `dap/server/serving.py` for what the limits protect against.
 """
 

@@ -2,12 +2,17 @@
 processes (or machines) share one database. Selected by a ``postgresql://`` URL as the
 datastore (`dap.storage.open_datastore`); SQLite stays the embedded default.
 
-Driver: psycopg 3 with psycopg-pool, chosen by measurement (`benchmarks/pg_driver.py`).
-The datastore interface is synchronous (`with datastore.transaction() as tx:` from the
-servers' worker threads): psycopg's blocking calls fit it directly, while asyncpg would
-need its own event loop and a cross-thread hop per statement, which measured slower on
-the short statements that dominate (a primary-key read: psycopg 0.13-0.43 ms, asyncpg
-from a synchronous caller 0.35-0.94 ms); bulk inserts and fsync-bound commits are alike.
+Driver: psycopg 3 with psycopg-pool, chosen by measurement (`benchmarks/pg_driver.py`,
+4 runs on a loaded 2-core machine, PostgreSQL 15). The datastore interface is synchronous
+(`with datastore.transaction() as tx:` from the servers' worker threads): psycopg's
+blocking calls fit it directly, while asyncpg would need its own event loop and a
+cross-thread hop per statement. Measured as it would be used, the short statements that
+dominate favour psycopg (a primary-key read in its transaction: psycopg 0.13-0.43 ms,
+asyncpg from a synchronous caller 0.35-0.94 ms); fsync-bound commits (one-report upload,
+4-8 ms) are alike; asyncpg's binary `executemany` is faster for bulk inserts (28-56 vs
+38-67 µs per 1 KiB row), which does not outweigh a second event loop per process and
+a hop per statement. psycopg also has libpq's URL and option handling and `psycopg[binary]`
+wheels.
 
 Semantics are SQLite's (`dap.storage.sqlite`, where `BEGIN IMMEDIATE` runs transactions
 one at a time): every transaction runs at isolation level SERIALIZABLE, so the outcome
