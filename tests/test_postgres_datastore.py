@@ -53,48 +53,66 @@ def _need_pg() -> None:
         pytest.skip(reason)
 
 
-def run_ppm(tmp_path: Path, role: str, datastore: str,
-            env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    config = tmp_path / f"{role}.json"
-    config.write_text(json.dumps({"role": role, "datastore": datastore,
-                                  "listen_port": free_port()}))
-    return subprocess.run(
-        [sys.executable, "-c", "import sys; from ppm.cli import main; sys.exit(main())",
-         role, "--config", str(config)],
-        capture_output=True, text=True, timeout=60, cwd=PROJECT_ROOT,
-        env={**os.environ, **(env or {})})
+_MANY = """
+import json, os, sys
+from ppm.cli import main
+for config, env in json.loads(sys.argv[1]):
+    os.environ.update(env)
+    try:
+        code = main([json.load(open(config))["role"], "--config", config])
+    except SystemExit as exc:
+        code = exc.code
+    print(f"@@rc={code}", file=sys.stderr, flush=True)
+"""
 
 
-def assert_one_line_error(result: subprocess.CompletedProcess[str], *needles: str) -> None:
-    err = result.stderr.strip()
-    assert result.returncode == 1, (result.returncode, result.stderr)
-    assert "Traceback" not in result.stderr and len(err.splitlines()) == 1, err
+def run_ppm(tmp_path: Path, cases: list[tuple[str, str, dict[str, str]]]
+            ) -> list[tuple[int, str]]:
+    """Run `ppm ROLE --config FILE` for each (role, datastore, env) case, in one Python
+    process (one start-up): [(exit code, stderr)]."""
+    runs = []
+    for i, (role, datastore, env) in enumerate(cases):
+        config = tmp_path / f"{role}{i}.json"
+        config.write_text(json.dumps({"role": role, "datastore": datastore,
+                                      "listen_port": free_port()}))
+        runs.append((str(config), env))
+    result = subprocess.run([sys.executable, "-c", _MANY, json.dumps(runs)],
+                            capture_output=True, text=True, timeout=120, cwd=PROJECT_ROOT)
+    out = []
+    err = result.stderr
+    for _ in cases:
+        text, _, err = err.partition("@@rc=")
+        code, _, err = err.partition("\n")
+        out.append((int(code) if code.isdigit() else -1, text))
+    assert "Traceback" not in result.stderr, result.stderr
+    return out
+
+
+def assert_one_line_error(result: tuple[int, str], *needles: str) -> None:
+    code, err = result[0], result[1].strip()
+    assert code == 1, result
+    assert "Traceback" not in err and len(err.splitlines()) == 1, err
     for needle in needles:
         assert needle in err, err
 
 
-@pytest.mark.parametrize(("url", "needle"), [
-    ("postgresql://postgres@127.0.0.1:notaport/db", "invalid datastore URL"),
-    ("postgresql://postgres@127.0.0.1:5432", "name the database"),
-    ("postgresq://postgres@127.0.0.1:5432/db", "unsupported datastore URL scheme"),
-    ("postgresql://postgres@127.0.0.1:5432/db?bogus_option=1", "invalid datastore URL"),
-])
-def test_bad_url_is_one_line(tmp_path: Path, url: str, needle: str) -> None:
-    assert_one_line_error(run_ppm(tmp_path, "leader", url), needle)
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["leader.json"]  # no file made
-
-
-def test_password_is_not_shown(tmp_path: Path) -> None:
+def test_bad_urls_and_server_down(tmp_path: Path) -> None:
+    """Bad URLs, a server that is down (nothing listens on the port), a password in the
+    URL: one line each, exit code 1, no file written, the password not shown."""
     port = free_port()
-    result = run_ppm(tmp_path, "helper", f"postgresql://u:s3cret@127.0.0.1:{port}/db")
-    assert_one_line_error(result, "cannot connect to the datastore", f":{port}")
-    assert "s3cret" not in result.stderr
-
-
-def test_database_down_at_start(tmp_path: Path) -> None:
-    port = free_port()  # nothing listens there
-    result = run_ppm(tmp_path, "leader", f"postgresql://postgres@127.0.0.1:{port}/ppm")
-    assert_one_line_error(result, "cannot connect to the datastore")
+    cases = [
+        ("postgresql://postgres@127.0.0.1:notaport/db", "invalid datastore URL"),
+        ("postgresql://postgres@127.0.0.1:5432", "name the database"),
+        ("postgresq://postgres@127.0.0.1:5432/db", "unsupported datastore URL scheme"),
+        ("postgresql://postgres@127.0.0.1:5432/db?bogus_option=1", "invalid datastore URL"),
+        (f"postgresql://postgres@127.0.0.1:{port}/ppm", "cannot connect to the datastore"),
+        (f"postgresql://u:s3cret@127.0.0.1:{port}/db", "cannot connect to the datastore"),
+    ]
+    results = run_ppm(tmp_path, [("leader", url, {}) for url, _ in cases])
+    for (_, needle), result in zip(cases, results, strict=True):
+        assert_one_line_error(result, needle)
+    assert "s3cret" not in results[-1][1] and "u:***@" in results[-1][1]
+    assert all(p.suffix == ".json" for p in tmp_path.iterdir())  # no datastore file made
 
 
 @pytest.fixture(scope="module")
@@ -123,7 +141,7 @@ def test_newer_schema_is_refused_and_nothing_written(tmp_path: Path, own_db: PgD
     with psycopg.connect(url, autocommit=True) as conn:
         conn.execute("CREATE TABLE schema_version (version INTEGER NOT NULL)")
         conn.execute("INSERT INTO schema_version VALUES (99)")
-    result = run_ppm(tmp_path, "leader", url)
+    result, = run_ppm(tmp_path, [("leader", url, {})])
     assert_one_line_error(result, "schema version 99", "upgrade")
     assert _tables(url) == ["schema_version"]
     with psycopg.connect(url) as conn:
@@ -131,15 +149,15 @@ def test_newer_schema_is_refused_and_nothing_written(tmp_path: Path, own_db: PgD
 
 
 def test_missing_database_and_wrong_key(tmp_path: Path, own_db: PgDatabase) -> None:
-    url = url_with_database(own_db.url, own_db.name + "_missing")
-    assert_one_line_error(run_ppm(tmp_path, "leader", url), "does not exist")
+    missing = url_with_database(own_db.url, own_db.name + "_missing")
     sealed = own_db.new_url("sealed")
-    key = "11" * 32
-    open_datastore(sealed, key=bytes.fromhex(key)).close()
-    assert_one_line_error(run_ppm(tmp_path, "leader", sealed, {"PPM_DATASTORE_KEY": "22" * 32}),
-                          "PPM_DATASTORE_KEY is not the key")
-    assert_one_line_error(run_ppm(tmp_path, "leader", sealed, {"PPM_DATASTORE_KEY": ""}),
-                          "encrypted secrets")
+    open_datastore(sealed, key=bytes.fromhex("11" * 32)).close()
+    results = run_ppm(tmp_path, [("leader", missing, {}),
+                                 ("leader", sealed, {"PPM_DATASTORE_KEY": "22" * 32}),
+                                 ("helper", sealed, {"PPM_DATASTORE_KEY": ""})])
+    assert_one_line_error(results[0], "does not exist")
+    assert_one_line_error(results[1], "PPM_DATASTORE_KEY is not the key")
+    assert_one_line_error(results[2], "encrypted secrets")
 
 
 def test_migrations_are_idempotent_and_concurrent(own_db: PgDatabase) -> None:
