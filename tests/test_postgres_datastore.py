@@ -181,11 +181,13 @@ def test_migrations_are_idempotent_and_concurrent(own_db: PgDatabase) -> None:
 
 
 def test_conflicting_transactions_retry_only_when_safe(own_db: PgDatabase) -> None:
-    """Two transactions that read and write the same rows: PostgreSQL aborts one. The
-    one whose reads are unchanged on replay is retried and commits; the one whose reads
-    changed raises (and nothing of it is stored)."""
+    """Concurrent (serializable) mode. Two transactions that read and write the same
+    rows: PostgreSQL aborts one. The one whose reads are unchanged on replay is retried
+    and commits; the one whose reads changed raises (and nothing of it is stored)."""
+    from dap.storage.postgres import PostgresDatastore
+
     url = own_db.new_url("conflict")
-    ds = open_datastore(url, key_from_env=False)
+    ds = PostgresDatastore(url, key_from_env=False, concurrency="serializable")
     try:
         with ds.transaction() as tx:
             tx.put_client_report(ClientReportRecord(TID, b"a" * 16, 1, b"x", created_at=1.0))
@@ -241,9 +243,13 @@ def test_conflicting_transactions_retry_only_when_safe(own_db: PgDatabase) -> No
         ds.close()
 
 
-def test_concurrent_acquire_never_leases_a_job_twice(own_db: PgDatabase) -> None:
+@pytest.mark.parametrize("concurrency", ["exclusive", "serializable"])
+def test_concurrent_acquire_never_leases_a_job_twice(own_db: PgDatabase, concurrency: str
+                                                     ) -> None:
+    from dap.storage.postgres import PostgresDatastore
+
     url = own_db.new_url("lease")
-    ds = open_datastore(url, key_from_env=False, pool_size=4)
+    ds = PostgresDatastore(url, key_from_env=False, pool_size=4, concurrency=concurrency)
     try:
         with ds.transaction() as tx:
             for i in range(60):
@@ -274,6 +280,40 @@ def test_concurrent_acquire_never_leases_a_job_twice(own_db: PgDatabase) -> None
                 60 - len(taken)
     finally:
         ds.close()
+
+
+def test_exclusive_transactions_lose_no_update(own_db: PgDatabase) -> None:
+    """The default mode: read-modify-write transactions from several threads and two
+    datastores (as two processes would) never overlap: no increment is lost and no
+    transaction fails."""
+    from dap.storage import TaskWorkRecord
+
+    url = own_db.new_url("exclusive")
+    stores = [open_datastore(url, key_from_env=False), open_datastore(url, key_from_env=False)]
+    try:
+        with stores[0].transaction() as tx:
+            tx.put_task_work(TaskWorkRecord(TID, 0, 0.0, ""))
+
+        def bump(ds: Any) -> None:
+            for _ in range(15):
+                with ds.transaction() as tx:
+                    work = tx.get_task_work(TID)
+                    assert work is not None
+                    time.sleep(0.001)  # a window for another writer, were there one
+                    work.attempts += 1
+                    tx.put_task_work(work)
+
+        threads = [threading.Thread(target=bump, args=(stores[i % 2],)) for i in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        with stores[1].transaction() as tx:
+            work = tx.get_task_work(TID)
+        assert work is not None and work.attempts == 60
+    finally:
+        for ds in stores:
+            ds.close()
 
 
 # -- a PostgreSQL restart in the middle of a run ----------------------------------------------

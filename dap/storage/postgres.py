@@ -175,8 +175,10 @@ _MIGRATIONS: dict[int, list[str]] = {
     ],
 }
 
-# The advisory lock key serialising migrations (any constant; "ppm schema").
+# The advisory lock keys serialising migrations ("ppm schema") and, in the exclusive
+# mode, transactions ("ppm tx").
 _MIGRATION_LOCK = 0x70706D5F736368
+_TRANSACTION_LOCK = 0x70706D5F7478
 
 R = TypeVar("R")
 
@@ -911,7 +913,7 @@ class _RetryingTransaction(PostgresTransaction):
     connection by replaying its operations on a new one (see the module docstring)."""
 
     def __init__(self, store: PostgresDatastore) -> None:
-        super().__init__(store._getconn(), store._box)
+        super().__init__(store._begin(), store._box)
         self._store = store
         self._log: list[_Entry] = []
         self._retries = 0
@@ -952,7 +954,7 @@ class _RetryingTransaction(PostgresTransaction):
             time.sleep(random.uniform(0, 0.005 * min(self._retries, 20)) if not lost
                        else min(0.05 * self._retries, 0.5))
             try:
-                self.c = store._getconn()
+                self.c = store._begin()
                 self._owned = True
                 for entry in self._log:
                     args, kwargs = pickle.loads(entry.args)
@@ -1021,7 +1023,17 @@ class PostgresDatastore:
 
     def __init__(self, url: str, *, key: bytes | None = None, key_from_env: bool = True,
                  pool_size: int = 4, connect_timeout: float = 10.0,
-                 reconnect_timeout: float = 60.0, max_retries: int = 10) -> None:
+                 reconnect_timeout: float = 60.0, max_retries: int = 10,
+                 concurrency: str = "exclusive") -> None:
+        """`concurrency`: "exclusive" (the default) runs one transaction at a time over
+        every process sharing the database, as SQLite does (a transaction-scoped advisory
+        lock, READ COMMITTED: each statement sees every earlier commit), so no
+        transaction is ever aborted for a conflict; "serializable" runs them
+        concurrently at SERIALIZABLE, retried where safe and otherwise failing with
+        `TransactionConflict` (for callers that retry their work)."""
+        if concurrency not in ("exclusive", "serializable"):
+            raise StorageError("concurrency must be 'exclusive' or 'serializable'")
+        self.concurrency = concurrency
         _check_url(url)
         self.url = url
         self.reconnect_timeout = reconnect_timeout
@@ -1051,7 +1063,9 @@ class PostgresDatastore:
             conn.close()
 
         def configure(c: psycopg.Connection[Any]) -> None:
-            c.isolation_level = psycopg.IsolationLevel.SERIALIZABLE
+            c.isolation_level = (psycopg.IsolationLevel.SERIALIZABLE
+                                 if concurrency == "serializable"
+                                 else psycopg.IsolationLevel.READ_COMMITTED)
             c.autocommit = False
 
         self._pool: ConnectionPool[psycopg.Connection[Any]] = ConnectionPool(
@@ -1129,6 +1143,29 @@ class PostgresDatastore:
         except PoolTimeout:
             raise StorageError(f"no connection to the datastore {redact_url(self.url)} "
                                f"within {self.reconnect_timeout:g} s") from None
+
+    def _begin(self) -> psycopg.Connection[Any]:
+        """A connection of the pool in a new transaction (exclusive: holding the
+        transaction lock)."""
+        deadline = time.monotonic() + self.reconnect_timeout
+        attempt = 0
+        while True:
+            conn = self._getconn()
+            if self.concurrency != "exclusive":
+                return conn  # a lost connection shows at the first operation (replayed)
+            try:
+                conn.execute("SELECT pg_advisory_xact_lock(%s)", (_TRANSACTION_LOCK,))
+                return conn
+            except psycopg.OperationalError as exc:  # a connection lost (server restart)
+                self._putconn(conn, broken=True)
+                attempt += 1
+                if time.monotonic() > deadline:
+                    raise StorageError(f"PostgreSQL connection lost: {_one_line(exc)}"
+                                       ) from None
+                time.sleep(min(0.05 * attempt, 0.5))
+            except BaseException:
+                self._putconn(conn, broken=True)
+                raise
 
     def _putconn(self, conn: psycopg.Connection[Any], broken: bool) -> None:
         if broken:
