@@ -179,6 +179,8 @@ _MIGRATIONS: dict[int, list[str]] = {
 # mode, transactions ("ppm tx").
 _MIGRATION_LOCK = 0x70706D5F736368
 _TRANSACTION_LOCK = 0x70706D5F7478
+_IDLE = psycopg.pq.TransactionStatus.IDLE
+_INTRANS = psycopg.pq.TransactionStatus.INTRANS
 
 R = TypeVar("R")
 
@@ -979,7 +981,10 @@ class _RetryingTransaction(PostgresTransaction):
     def _commit(self) -> None:
         while True:
             try:
-                self.c.commit()
+                if self.c.pgconn.transaction_status != _INTRANS:
+                    # An operation failed and the caller went on: COMMIT would roll back.
+                    raise StorageError("the transaction failed; it was rolled back")
+                self.c.execute("COMMIT")
                 return
             except _CONFLICTS as exc:
                 self._recover(exc)
@@ -993,11 +998,6 @@ class _RetryingTransaction(PostgresTransaction):
         if not self._owned:
             return
         self._owned = False
-        try:
-            self.c.rollback()
-        except psycopg.Error:
-            self._store._putconn(self.c, broken=True)
-            return
         self._store._putconn(self.c, broken=False)
 
 
@@ -1062,11 +1062,14 @@ class PostgresDatastore:
         finally:
             conn.close()
 
+        # Transactions are begun and ended by hand (autocommit connections), so that
+        # BEGIN and the exclusive mode's lock take one round trip.
+        self._begin_sql = ("BEGIN ISOLATION LEVEL SERIALIZABLE" if concurrency == "serializable"
+                           else "BEGIN ISOLATION LEVEL READ COMMITTED; "
+                                f"SELECT pg_advisory_xact_lock({_TRANSACTION_LOCK})")
+
         def configure(c: psycopg.Connection[Any]) -> None:
-            c.isolation_level = (psycopg.IsolationLevel.SERIALIZABLE
-                                 if concurrency == "serializable"
-                                 else psycopg.IsolationLevel.READ_COMMITTED)
-            c.autocommit = False
+            c.autocommit = True
 
         self._pool: ConnectionPool[psycopg.Connection[Any]] = ConnectionPool(
             url, min_size=1, max_size=max(1, pool_size), open=False, configure=configure,
@@ -1151,10 +1154,8 @@ class PostgresDatastore:
         attempt = 0
         while True:
             conn = self._getconn()
-            if self.concurrency != "exclusive":
-                return conn  # a lost connection shows at the first operation (replayed)
             try:
-                conn.execute("SELECT pg_advisory_xact_lock(%s)", (_TRANSACTION_LOCK,))
+                conn.execute(self._begin_sql)
                 return conn
             except psycopg.OperationalError as exc:  # a connection lost (server restart)
                 self._putconn(conn, broken=True)
@@ -1173,9 +1174,9 @@ class PostgresDatastore:
                 conn.close()
             except psycopg.Error:
                 pass
-        else:
+        elif conn.pgconn.transaction_status != _IDLE:
             try:
-                conn.rollback()
+                conn.execute("ROLLBACK")
             except psycopg.Error:
                 conn.close()
         self._pool.putconn(conn)
@@ -1196,7 +1197,7 @@ class PostgresDatastore:
             tx._rollback()
             raise
         tx._owned = False
-        self._pool.putconn(tx.c)
+        self._pool.putconn(tx.c)  # idle: committed
 
     def close(self) -> None:
         with self._lock:
