@@ -10,8 +10,9 @@ so that a PostgreSQL backend can follow (several replicas then coordinate throug
 leases, see `lease_*` on jobs).
 
 Backends: `dap.storage.sqlite.SqliteDatastore` (embedded, the default) and
-`dap.storage.postgres.PostgresDatastore` (SERIALIZABLE transactions, so the same serial
-semantics; picked by a ``postgresql://`` datastore URL, `dap.storage.open_datastore`).
+`dap.storage.postgres.PostgresDatastore` (transactions one at a time over every process,
+so the same serial semantics; picked by a ``postgresql://`` datastore URL,
+`dap.storage.open_datastore`).
 `dap.storage` re-exports everything here for them and for the servers.
 
 States. The state of each record is a `StrEnum` defined here, beside the record that
