@@ -12,6 +12,10 @@ Operations (each a whole transaction unless said otherwise):
   job tx   BEGIN; SELECT ... FOR UPDATE SKIP LOCKED LIMIT 1; UPDATE it; 3 SELECTs; COMMIT
   bulk     BEGIN; INSERT 1,000 rows (executemany); COMMIT   (per row)
 
+A second table measures the datastore interface itself: SQLite (synchronous=FULL) and
+PostgreSQL (`dap.storage.postgres`, both concurrency modes), per transaction, from one
+thread and from four.
+
 Run: python benchmarks/pg_driver.py [--url postgresql://postgres@127.0.0.1:5432/postgres]
 It creates and drops its own database (ppm_bench_<random>).
 """
@@ -24,6 +28,7 @@ import os
 import secrets
 import statistics
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Coroutine
@@ -240,6 +245,71 @@ def bench_asyncpg_sync(dsn: str) -> dict[str, tuple[float, float]]:
     return out
 
 
+def bench_datastores(dsn: str, tmp: str) -> dict[str, dict[str, tuple[float, float]]]:
+    """The datastore as the servers use it: SQLite (synchronous=FULL) and PostgreSQL in
+    both modes (durable commits), one thread and four threads."""
+    import concurrent.futures
+
+    from dap.storage import (
+        AggregationJobRecord,
+        ClientReportRecord,
+        StorageError,
+        open_datastore,
+    )
+    from dap.storage.postgres import PostgresDatastore
+
+    out: dict[str, dict[str, tuple[float, float]]] = {}
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        for schema in ("excl", "ser"):
+            conn.execute(f"CREATE SCHEMA {schema}")
+    stores = {
+        "SQLite (FULL)": open_datastore(f"{tmp}/bench.sqlite", key_from_env=False),
+        "PostgreSQL exclusive": PostgresDatastore(
+            dsn + "?options=-csearch_path%3Dexcl", key_from_env=False),
+        "PostgreSQL serializable": PostgresDatastore(
+            dsn + "?options=-csearch_path%3Dser", key_from_env=False,
+            concurrency="serializable"),
+    }
+    for name, ds in stores.items():
+        counter = iter(range(10**9))
+
+        def upload(ds: Any = ds, counter: Any = counter) -> None:
+            with ds.transaction() as tx:
+                tx.put_client_report(ClientReportRecord(TASK, next(counter).to_bytes(16, "big"),
+                                                        1, REPORT))
+
+        def read(ds: Any = ds) -> None:
+            with ds.transaction() as tx:
+                tx.get_client_reports(TASK, [bytes(16)])
+                tx.get_task(TASK)
+
+        def job(ds: Any = ds, counter: Any = counter) -> None:
+            with ds.transaction() as tx:
+                tx.put_aggregation_job(AggregationJobRecord(
+                    TASK, next(counter).to_bytes(16, "big"), "leader", "active", 0, b""))  # type: ignore[arg-type]
+                tx.acquire_aggregation_jobs("leader", time.time(), 60.0, 1)
+
+        res: dict[str, tuple[float, float]] = {}
+        for op_name, op in (("upload tx", upload), ("read tx", read), ("job tx", job)):
+            res[op_name] = timed(300, op)
+            failed = [0]
+
+            def attempt(_: int, op: Callable[[], None] = op, failed: list[int] = failed
+                        ) -> None:
+                try:
+                    op()
+                except StorageError:  # serializable: a conflict that could not be retried
+                    failed[0] += 1
+
+            start = time.perf_counter()
+            with concurrent.futures.ThreadPoolExecutor(4) as pool:
+                list(pool.map(attempt, range(400)))
+            res[op_name + " x4"] = (float(failed[0]), 400 / (time.perf_counter() - start))
+        out[name] = res
+        ds.close()
+    return out
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--url", default="postgresql://postgres@127.0.0.1:5432/postgres")
@@ -259,6 +329,8 @@ def main() -> int:
         results = {"psycopg 3 (sync, pool)": bench_psycopg(dsn)}
         results["asyncpg, native async"] = bench_asyncpg_native(dsn)
         results["asyncpg, sync via loop thread"] = bench_asyncpg_sync(dsn)
+        with tempfile.TemporaryDirectory() as tmp:
+            stores = bench_datastores(dsn, tmp)
     finally:
         admin.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
         admin.close()
@@ -268,6 +340,16 @@ def main() -> int:
         print(f"{driver:32}" + "".join(f"{res[op][0]:19.1f}{res[op][1]:8.0f}" for op in ops))
     print(f"(median µs per operation and operations/s; {N} transactions each, bulk: "
           f"{BULK_TX} x {BULK} rows; PostgreSQL {version})")
+    print()
+    ops = ["upload tx", "read tx", "job tx"]
+    print(f"{'datastore':26}" + "".join(f"{op + ' µs':>14}{'/s':>7}{'x4 /s':>8}{'fail':>5}"
+                                        for op in ops))
+    for store, res in stores.items():
+        print(f"{store:26}" + "".join(f"{res[op][0]:14.1f}{res[op][1]:7.0f}"
+                                      f"{res[op + ' x4'][1]:8.0f}{res[op + ' x4'][0]:5.0f}"
+                                      for op in ops))
+    print("(the datastore interface: median µs and transactions/s from one thread; x4: "
+          "400 from four threads at once, fail: of them aborted as conflicts)")
     return 0
 
 
