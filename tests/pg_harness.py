@@ -6,17 +6,24 @@ needs is a fresh schema in it (`new_url`), so that a Leader and a Helper, or two
 never share tables. `pg_unavailable()` says why PostgreSQL tests skip (no server
 answering, or no driver); in CI the server is there and they run.
 
+`pg_use()` is held (shared) while a test uses PostgreSQL, and exclusively by the test
+that restarts the server, so that the restart never cuts another test's connections
+(a lock file shared by every pytest process on the machine).
+
 `raw_connect(spec)` opens a datastore (a SQLite path or a PostgreSQL URL) for the tests'
 own SQL, sqlite3-style (``?`` parameters, ``execute(...).fetchone()``, iteration).
 """
 
 from __future__ import annotations
 
+import fcntl
 import os
 import re
 import secrets
 import sqlite3
+import tempfile
 from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 import pytest
@@ -43,6 +50,20 @@ def pg_unavailable() -> str | None:
                           f"{' '.join(str(exc).split())[:200]}")
         _unavailable.append(reason)
     return _unavailable[0]
+
+
+LOCK_PATH = os.path.join(tempfile.gettempdir(), "ppm-test-postgresql.lock")
+
+
+@contextmanager
+def pg_use(exclusive: bool = False) -> Iterator[None]:
+    """Hold the PostgreSQL test lock: shared to use the server, exclusive to restart it."""
+    fd = os.open(LOCK_PATH, os.O_CREAT | os.O_RDWR, 0o666)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
+        yield
+    finally:
+        os.close(fd)  # releases the lock
 
 
 def require_pg() -> None:

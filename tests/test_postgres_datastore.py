@@ -40,17 +40,22 @@ from dap.storage import (
     open_datastore,
 )
 from tests.dap_harness import PROTOS, free_port
-from tests.pg_harness import PgDatabase, pg_unavailable, url_with_database
+from tests.pg_harness import PgDatabase, pg_unavailable, pg_use, url_with_database
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 TID = bytes(range(32))
 
 
 @pytest.fixture(autouse=True)
-def _need_pg() -> None:
+def _need_pg(request: pytest.FixtureRequest) -> Iterator[None]:
     reason = pg_unavailable()
     if reason is not None:
         pytest.skip(reason)
+    if request.node.get_closest_marker("pg_restart") is not None:
+        yield  # takes the lock exclusively itself
+    else:
+        with pg_use():
+            yield
 
 
 _MANY = """
@@ -117,11 +122,13 @@ def test_bad_urls_and_server_down(tmp_path: Path) -> None:
 
 @pytest.fixture(scope="module")
 def own_db() -> Iterator[PgDatabase]:
-    db = PgDatabase()
+    with pg_use():
+        db = PgDatabase()
     try:
         yield db
     finally:
-        db.drop()
+        with pg_use():
+            db.drop()
 
 
 def _tables(url: str) -> list[str]:
@@ -327,8 +334,16 @@ def _cluster_version() -> str | None:
     return versions[-1] if versions else None
 
 
+@pytest.mark.pg_restart
 @pytest.mark.xdist_group("pg_restart")
 def test_postgres_restart_mid_run(tmp_path: Path) -> None:
+    """Holds the PostgreSQL test lock exclusively: no other test (of any pytest process
+    here) uses the server during the restart."""
+    with pg_use(exclusive=True):
+        _restart_mid_run(tmp_path)
+
+
+def _restart_mid_run(tmp_path: Path) -> None:
     from dap.common import BatchMode
     from dap.provision import new_task
     from tests.test_dap_crash import (
