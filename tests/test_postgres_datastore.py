@@ -495,3 +495,27 @@ def test_config_keeps_datastore_urls(tmp_path: Path) -> None:
         config.gateway_key_path()
     path.write_text(json.dumps({"role": "leader", "datastore": "l.sqlite"}))
     assert AggregatorConfig.load(path).datastore == str(tmp_path.resolve() / "l.sqlite")
+
+
+def test_provisioning_into_a_postgres_datastore(own_db: PgDatabase) -> None:
+    """`ppm task create --leader-config` writes the task into a PostgreSQL datastore as
+    into a SQLite one (dap.provision.DatastoreTarget)."""
+    from dap.profiles import get_profile
+    from dap.provision import DatastoreTarget, new_task
+    from dap.server.config import AggregatorConfig
+
+    url = own_db.new_url("provision")
+    config = AggregatorConfig(role="leader", datastore=url)
+    profile = get_profile("dap-19")
+    pt = new_task(profile.build_vdaf("Prio3Count", {}), "http://l/", "http://h/",
+                  profile=profile)
+    target = DatastoreTarget("leader", config)
+    target.put(pt)
+    target.put(pt)  # the same task again: nothing changes
+    ds = open_datastore(url, key_from_env=False)
+    try:
+        with ds.transaction() as tx:
+            assert tx.list_tasks() == [pt.leader_record]
+    finally:
+        ds.close()
+    assert "***" not in target.where and url.split("?")[0] in target.where

@@ -39,6 +39,21 @@ from dap.core.store import (
 _URL = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
 
 
+def redact_url(url: str) -> str:
+    """A datastore spec for messages and logs: a URL without its password."""
+    from urllib.parse import urlsplit, urlunsplit
+
+    try:
+        parts = urlsplit(url)
+        password = parts.password
+    except ValueError:
+        return "<unparsable URL>"
+    if password is None:
+        return url
+    host = parts.netloc.rsplit("@", 1)[-1]
+    return urlunsplit(parts._replace(netloc=f"{parts.username or ''}:***@{host}"))
+
+
 def is_datastore_url(spec: str) -> bool:
     """Whether a configured ``datastore`` is a URL (not a SQLite path)."""
     return _URL.match(spec) is not None
@@ -96,4 +111,5 @@ __all__ = [
     "is_datastore_url",
     "iter_chunks",
     "open_datastore",
+    "redact_url",
 ]

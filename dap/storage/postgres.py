@@ -55,7 +55,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import fields
 from typing import Any, TypeVar
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import urlsplit
 
 import psycopg
 import psycopg.errors
@@ -81,6 +81,7 @@ from dap.storage import (
     StorageError,
     TaskRecord,
     TaskWorkRecord,
+    redact_url,
 )
 from dap.storage.secrets import KEY_ENV, DatastoreKeyError, SecretBox, is_sealed
 from dap.storage.secrets import key_from_env as secrets_key_from_env
@@ -222,19 +223,6 @@ def _blist(items: Sequence[bytes]) -> list[bytes]:
 
 def _slist(states: Sequence[str]) -> list[str]:
     return [str(s) for s in states]
-
-
-def redact_url(url: str) -> str:
-    """The URL without its password (for messages and logs)."""
-    try:
-        parts = urlsplit(url)
-    except ValueError:
-        return "<unparsable URL>"
-    if parts.password is None:
-        return url
-    netloc = parts.netloc.rsplit("@", 1)
-    user = (parts.username or "") + ":***"
-    return urlunsplit(parts._replace(netloc=user + "@" + netloc[-1]))
 
 
 def is_postgres_url(spec: str) -> bool:
