@@ -80,7 +80,9 @@ def open_datastore(spec: str, *, sqlite_synchronous: str = "FULL", key: bytes | 
                            "postgresql://USER@HOST:PORT/DATABASE or a SQLite file path")
     try:
         from dap.storage.postgres import PostgresDatastore
-    except ImportError as exc:
+    except ModuleNotFoundError as exc:
+        if (exc.name or "").split(".")[0] not in ("psycopg", "psycopg_pool"):
+            raise
         raise StorageError(f"a PostgreSQL datastore needs psycopg ({exc}): install "
                            "ppm-reference[postgresql]") from None
     return PostgresDatastore(spec, key=key, key_from_env=key_from_env, pool_size=pool_size)
