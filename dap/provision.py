@@ -277,8 +277,8 @@ class AdminTarget(Target):
 
 
 class DatastoreTarget(Target):
-    """An Aggregator provisioned by writing into its SQLite datastore (it may be running:
-    it reads tasks from the datastore on first use)."""
+    """An Aggregator provisioned by writing into its datastore (SQLite or PostgreSQL; it
+    may be running: it reads tasks from the datastore on first use)."""
 
     def __init__(self, role: str, config: Any) -> None:
         self.role = role
@@ -290,16 +290,20 @@ class DatastoreTarget(Target):
 
     @property
     def where(self) -> str:
-        return f"datastore {self.config.datastore}"
+        from dap.storage import redact_url
+
+        return f"datastore {redact_url(self.config.datastore)}"
 
     def _open(self) -> Any:
-        from dap.storage.sqlite import SqliteDatastore
+        from dap.storage import open_datastore
 
-        return SqliteDatastore(self.config.datastore, self.config.sqlite_synchronous)
+        return open_datastore(self.config.datastore,
+                              sqlite_synchronous=self.config.sqlite_synchronous)
 
     def put(self, pt: ProvisionedTask) -> None:
         from dap.core.errors import DapProblem
         from dap.server.admin import task_record_from_json
+        from dap.storage import redact_url
 
         try:  # the checks the admin API makes, the DP policy included
             record = task_record_from_json(pt.admin_json(self.role),
@@ -310,7 +314,7 @@ class DatastoreTarget(Target):
             ds = self._open()
         except Exception as exc:  # noqa: BLE001 - sqlite3 errors have no common base here
             raise ProvisionError(f"cannot open the {self.role} datastore "
-                                 f"{self.config.datastore}: {exc}") from None
+                                 f"{redact_url(self.config.datastore)}: {exc}") from None
         try:
             with ds.transaction() as tx:
                 existing = tx.get_task(record.task_id)

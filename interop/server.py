@@ -52,8 +52,7 @@ from dap.server.serving import (
     read_limited,
     serve_forever,
 )
-from dap.storage import TaskRecord
-from dap.storage.sqlite import SqliteDatastore
+from dap.storage import TaskRecord, open_datastore
 from dap.task import DapTask
 from interop import fields as f
 from interop.fields import FieldError
@@ -507,7 +506,8 @@ def build_interop_app(role: str, data_dir: str | Path | None = None, *,
             "role": role, "datastore": str(folder / f"{role}.sqlite"),
             "sqlite_synchronous": "NORMAL", "min_job_size": 1, "straggler_age": 0.0,
             "worker_interval": 0.05, "retry_after": 1, **(aggregator_overrides or {})})
-        datastore = SqliteDatastore(config.datastore, config.sqlite_synchronous)
+        datastore = open_datastore(config.datastore,
+                                   sqlite_synchronous=config.sqlite_synchronous)
         dap_app = build_app(config, datastore=datastore)
         node.aggregator = dap_app[STATE_KEY]
         app.add_subapp(DAP_PREFIX, dap_app)

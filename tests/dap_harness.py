@@ -50,12 +50,13 @@ class AggregatorPair:
         self.helper_port = free_port()
         base = {"sqlite_synchronous": "NORMAL", "worker_interval": 0.02, "retry_after": 1,
                 "straggler_age": 0.0}
-        self.leader_config = AggregatorConfig(
-            role="leader", datastore=str(self.tmp_path / "leader.sqlite"),
-            listen_port=self.leader_port, **{**base, **(leader_overrides or {})})
-        self.helper_config = AggregatorConfig(
-            role="helper", datastore=str(self.tmp_path / "helper.sqlite"),
-            listen_port=self.helper_port, **{**base, **(helper_overrides or {})})
+        # (an override may name another datastore, e.g. a PostgreSQL URL)
+        self.leader_config = AggregatorConfig(**{
+            "role": "leader", "datastore": str(self.tmp_path / "leader.sqlite"),
+            "listen_port": self.leader_port, **base, **(leader_overrides or {})})
+        self.helper_config = AggregatorConfig(**{
+            "role": "helper", "datastore": str(self.tmp_path / "helper.sqlite"),
+            "listen_port": self.helper_port, **base, **(helper_overrides or {})})
         self.runners: list[web.AppRunner] = []
         self.leader_app: web.Application | None = None
         self.helper_app: web.Application | None = None

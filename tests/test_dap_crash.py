@@ -18,6 +18,11 @@ connection, so the test never writes to a running Aggregator's file):
   and answers later) is killed while the Leader is stepping and polling jobs; the
   Leader retries until the restarted Helper answers.
 
+Each test runs on SQLite and on PostgreSQL (`backend`; a schema of its own per
+Aggregator in the session's scratch database, see tests.pg_harness; skipped with the
+reason where no PostgreSQL server answers); on PostgreSQL one protocol and one batch
+mode, to keep the suite short.
+
 Small aggregation jobs (`max_job_size`) make many jobs, so a kill lands between them;
 `job_lease` is short so that jobs held by a killed process resume within seconds.
 Every process is killed at the end of the test whatever happens (fixture finalizer).
@@ -32,7 +37,6 @@ import json
 import os
 import random
 import signal
-import sqlite3
 import subprocess
 import sys
 import time
@@ -50,8 +54,9 @@ from dap.client import Client
 from dap.collector import Collector
 from dap.common import BatchMode
 from dap.provision import ProvisionedTask, new_task
-from dap.storage.sqlite import SqliteDatastore
+from dap.storage import open_datastore
 from tests.dap_harness import PROTOS, Proto, free_port
+from tests.pg_harness import BACKENDS, raw_connect
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 _FALLBACK = ("import sys; from dap.server.app import run; "
@@ -79,7 +84,7 @@ class AggregatorProcess:
 
     role: str
     config_path: Path
-    datastore: Path
+    datastore: str                  # a SQLite path or a PostgreSQL URL
     port: int
     log_path: Path
     proc: subprocess.Popen[bytes] | None = None
@@ -136,12 +141,13 @@ class AggregatorProcess:
 @dataclass
 class Cluster:
     tmp_path: Path
+    spec: Callable[[str], str]
     processes: list[AggregatorProcess] = field(default_factory=list)
 
     def aggregator(self, role: str, **overrides: Any) -> AggregatorProcess:
         port = free_port()
-        datastore = self.tmp_path / f"{role}.sqlite"
-        config = {"role": role, "datastore": str(datastore), "listen_host": "127.0.0.1",
+        datastore = self.spec(role)
+        config = {"role": role, "datastore": datastore, "listen_host": "127.0.0.1",
                   "listen_port": port, "sqlite_synchronous": "FULL", "worker_interval": 0.02,
                   "straggler_age": 0.0, "min_job_size": 1, "job_lease": 3.0,
                   "http_timeout": 2.0, **overrides}
@@ -158,8 +164,8 @@ class Cluster:
 
 
 @pytest.fixture
-def cluster(tmp_path: Path) -> Iterator[Cluster]:
-    c = Cluster(tmp_path)
+def cluster(tmp_path: Path, datastore_spec: Callable[[str], str]) -> Iterator[Cluster]:
+    c = Cluster(tmp_path, datastore_spec)
     try:
         yield c
     finally:
@@ -169,13 +175,11 @@ def cluster(tmp_path: Path) -> Iterator[Cluster]:
 # -- reading an Aggregator's datastore without writing to it -------------------------------
 
 
-def read_only(path: Path) -> sqlite3.Connection:
-    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=10.0,
-                           isolation_level=None)
-    return conn
+def read_only(spec: str) -> Any:
+    return raw_connect(spec, read_only=True)
 
 
-def report_states(path: Path) -> dict[str, int]:
+def report_states(path: str) -> dict[str, int]:
     conn = read_only(path)
     try:
         return dict(conn.execute("SELECT state, COUNT(*) FROM client_reports GROUP BY state"))
@@ -183,7 +187,7 @@ def report_states(path: Path) -> dict[str, int]:
         conn.close()
 
 
-def count_rows(path: Path, sql: str) -> int:
+def count_rows(path: str, sql: str) -> int:
     conn = read_only(path)
     try:
         return int(conn.execute(sql).fetchone()[0])
@@ -191,7 +195,7 @@ def count_rows(path: Path, sql: str) -> int:
         conn.close()
 
 
-def helper_answered_unprocessed(leader_db: Path, helper_db: Path) -> int:
+def helper_answered_unprocessed(leader_db: str, helper_db: str) -> int:
     """Jobs that the Helper has answered (its output shares are committed) but the Leader
     has not processed: the Leader's active jobs whose stored request the Helper knows."""
     import hashlib
@@ -229,7 +233,7 @@ def provision(pt: ProvisionedTask, leader: AggregatorProcess,
               helper: AggregatorProcess) -> None:
     """Write the task into each Aggregator's datastore before it starts."""
     for agg, record in ((leader, pt.leader_record), (helper, pt.helper_record)):
-        ds = SqliteDatastore(agg.datastore, "FULL")
+        ds = open_datastore(agg.datastore)
         try:
             with ds.transaction() as tx:
                 tx.put_task(record)
@@ -277,9 +281,27 @@ def check_exactly_once(pt: ProvisionedTask, leader: AggregatorProcess,
         assert count_rows(agg.datastore, "SELECT SUM(report_count) FROM batch_buckets") == n
 
 
-@pytest.mark.parametrize("proto", PROTOS, ids=[p.name for p in PROTOS])
-@pytest.mark.parametrize("mode", [BatchMode.TIME_INTERVAL, BatchMode.LEADER_SELECTED])
-def test_leader_sigkill_mid_aggregation(cluster: Cluster, mode: BatchMode, proto: Proto) -> None:
+def _cases(*axes: list[Any]) -> list[Any]:
+    """Every combination on SQLite; on PostgreSQL the first protocol and the first
+    value of the other axes only (each case takes tens of seconds on 2 cores)."""
+    import itertools
+
+    out = []
+    for backend in BACKENDS:
+        for combo in itertools.product(*axes):
+            if backend == "postgresql" and any(c is not axis[0]
+                                               for c, axis in zip(combo, axes, strict=True)):
+                continue
+            out.append(pytest.param(backend, *combo,
+                                    id="-".join([backend, *(getattr(c, "name", None)
+                                                            or str(c) for c in combo)])))
+    return out
+
+
+@pytest.mark.parametrize(("backend", "proto", "mode"),
+                         _cases(PROTOS, [BatchMode.TIME_INTERVAL, BatchMode.LEADER_SELECTED]))
+def test_leader_sigkill_mid_aggregation(cluster: Cluster, backend: str, mode: BatchMode,
+                                        proto: Proto) -> None:
     """A restarted Leader resends its stored requests byte for byte (DAP-09: the same
     PUT to the same aggregation job ID, which the Helper answers from the stored job)."""
     rng = random.Random(1)
@@ -329,8 +351,8 @@ def test_leader_sigkill_mid_aggregation(cluster: Cluster, mode: BatchMode, proto
     check_exactly_once(pt, leader, helper, measurements, sum(measurements), query)
 
 
-@pytest.mark.parametrize("proto", PROTOS, ids=[p.name for p in PROTOS])
-def test_helper_sigkill_mid_aggregation(cluster: Cluster, proto: Proto) -> None:
+@pytest.mark.parametrize(("backend", "proto"), _cases(PROTOS))
+def test_helper_sigkill_mid_aggregation(cluster: Cluster, backend: str, proto: Proto) -> None:
     rng = random.Random(2)
     helper = cluster.aggregator("helper", async_helper=True)  # (DAP-09: synchronous)
     leader = cluster.aggregator("leader", max_job_size=10, job_concurrency=4)

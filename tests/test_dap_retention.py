@@ -12,6 +12,7 @@ import asyncio
 import dataclasses
 import sqlite3
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +27,7 @@ from dap.profiles import get_profile
 from dap.storage import CollectionJobState
 from dap.storage.sqlite import _SCHEMA, SCHEMA_VERSION, SqliteDatastore
 from tests.dap_harness import PROTOS, AggregatorPair
+from tests.pg_harness import BACKENDS
 
 PROTO = PROTOS[0]
 DAY = 86400.0
@@ -62,16 +64,24 @@ def corrupt(report: Any) -> Any:
         ct, payload=payload))
 
 
-def test_retention_deletes_what_is_no_longer_needed(tmp_path: Path) -> None:
+def _on(spec: Callable[[str], str], **options: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Leader and Helper overrides: the test's datastores (`backend`) and `options`."""
+    return ({"datastore": spec("leader"), **options}, {"datastore": spec("helper"), **options})
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_retention_deletes_what_is_no_longer_needed(tmp_path: Path, backend: str,
+                                                    datastore_spec: Callable[[str], str]
+                                                    ) -> None:
     offset = [0.0]
 
     def clock() -> float:
         return time.time() + offset[0]
 
     async def run() -> None:
-        fast = {"retention_interval": 0.05}
-        async with AggregatorPair(tmp_path, clock=clock, leader_overrides=fast,
-                                  helper_overrides=fast) as pair:
+        lead, help_ = _on(datastore_spec, retention_interval=0.05)
+        async with AggregatorPair(tmp_path, clock=clock, leader_overrides=lead,
+                                  helper_overrides=help_) as pair:
             pt = pair.provision(PROTO.count(), min_batch_size=3, profile=PROTO.profile,
                                 time_precision=3600)
             ls, hs = pair.leader_state, pair.helper_state
@@ -155,14 +165,18 @@ def test_retention_deletes_what_is_no_longer_needed(tmp_path: Path) -> None:
     asyncio.run(run())
 
 
-def test_task_data_deleted_after_its_end(tmp_path: Path) -> None:
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_task_data_deleted_after_its_end(tmp_path: Path, backend: str,
+                                         datastore_spec: Callable[[str], str]) -> None:
     offset = [0.0]
 
     def clock() -> float:
         return time.time() + offset[0]
 
     async def run() -> None:
-        async with AggregatorPair(tmp_path, clock=clock) as pair:
+        lead, help_ = _on(datastore_spec)
+        async with AggregatorPair(tmp_path, clock=clock, leader_overrides=lead,
+                                  helper_overrides=help_) as pair:
             now = int(time.time()) // 3600
             pt = pair.provision(PROTO.count(), min_batch_size=2, profile=PROTO.profile,
                                 time_precision=3600,

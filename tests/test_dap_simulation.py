@@ -109,7 +109,7 @@ import os
 import random
 import re
 import sqlite3
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -142,7 +142,8 @@ from dap.server import leader as leader_server
 from dap.server.app import build_app
 from dap.server.common import STATE_KEY, AppState, problem_middleware
 from dap.server.config import AggregatorConfig
-from dap.storage.sqlite import SqliteDatastore
+from dap.storage import open_datastore
+from tests.pg_harness import BACKENDS, raw_connect
 
 # The attacker's moves (Simulation.ATTACKS) exceed these.
 ATTACK_LIMITS = {"upload": 64 * 1024, "aggregation_job": 256 * 1024}
@@ -202,9 +203,9 @@ class CrashingTransaction:
 
 
 class CrashingDatastore:
-    def __init__(self, path: Path, faults: Faults) -> None:
-        # synchronous=OFF: the model has process crashes, not power losses.
-        self.inner = SqliteDatastore(path, "OFF")
+    def __init__(self, spec: str, faults: Faults) -> None:
+        # SQLite with synchronous=OFF: the model has process crashes, not power losses.
+        self.inner = open_datastore(spec, sqlite_synchronous="OFF")
         self.faults = faults
 
     @contextmanager
@@ -227,7 +228,7 @@ class Node:
         self.role = config.role
         # The protocol core's randomness; a restarted process continues the stream.
         self.core_rng = sim.core_rng.child(config.role)
-        self.path = Path(config.datastore)
+        self.path = config.datastore    # a SQLite path or a PostgreSQL URL
         self.ds: CrashingDatastore | None = None
         self.faults = Faults(sim.counts)
         self.starts = 0
@@ -491,7 +492,10 @@ class SimTask:
 
 class Simulation:
     def __init__(self, tmp_path: Path, seed: int, async_helper: bool,
-                 profile: Profile) -> None:
+                 profile: Profile, spec: Callable[[str], str] | None = None) -> None:
+        """`spec(role)` names each Aggregator's datastore (default: SQLite files in
+        tmp_path; tests.pg_harness gives PostgreSQL schemas)."""
+        spec = spec or (lambda role: str(tmp_path / f"{role}.sqlite"))
         self.profile = profile
         self.flow = profile.flow
         self.wire = profile.wire
@@ -511,9 +515,9 @@ class Simulation:
                 "max_aggregation_job_bytes": ATTACK_LIMITS["aggregation_job"],
                 "body_timeout": ATTACK_BODY_TIMEOUT}
         self.leader = Node(self, AggregatorConfig(
-            role="leader", datastore=str(tmp_path / "leader.sqlite"), **base))  # type: ignore
+            role="leader", datastore=spec("leader"), **base))  # type: ignore
         self.helper = Node(self, AggregatorConfig(
-            role="helper", datastore=str(tmp_path / "helper.sqlite"),
+            role="helper", datastore=spec("helper"),
             async_helper=async_helper, **base))  # type: ignore[arg-type]
         self.tasks = [
             SimTask(new_task(profile.build_vdaf("Prio3Histogram",
@@ -539,7 +543,7 @@ class Simulation:
             assert node.ds is not None
             with node.ds.inner.transaction() as tx:
                 self.configs[node.role] = Keyring.load(tx).config_list().configs[0]
-        self.db = {node.role: sqlite3.connect(node.path, isolation_level=None)
+        self.db = {node.role: raw_connect(node.path)
                    for node in (self.leader, self.helper)}
         # At least one crash per run (more are armed by `arm_crash`).
         self.rng.choice([self.leader, self.helper]).faults.countdown = \
@@ -1238,10 +1242,27 @@ def _cases() -> list[tuple[str, int]]:
             if seed % len(SHIPPED) == i]
 
 
-@pytest.mark.parametrize(("profile", "seed"), _cases())
-def test_simulation(tmp_path: Path, profile: str, seed: int) -> None:
+def _backend_cases() -> list[Any]:
+    """Every (profile, seed) on SQLite; on PostgreSQL one seed per profile (the checks
+    are the same, the datastore is the other backend)."""
+    out = []
+    seen: set[str] = set()
+    for backend in BACKENDS:
+        for profile, seed in _cases():
+            if backend == "postgresql":
+                if profile in seen:
+                    continue
+                seen.add(profile)
+            out.append(pytest.param(backend, profile, seed,
+                                    id=f"{backend}-{profile}-{seed}"))
+    return out
+
+
+@pytest.mark.parametrize(("backend", "profile", "seed"), _backend_cases())
+def test_simulation(tmp_path: Path, datastore_spec: Callable[[str], str], backend: str,
+                    profile: str, seed: int) -> None:
     sim = Simulation(tmp_path, seed, async_helper=seed % 2 == 1,
-                     profile=get_profile(profile))
+                     profile=get_profile(profile), spec=datastore_spec)
     try:
         for i in range(300):
             name = sim.step()

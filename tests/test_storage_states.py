@@ -1,11 +1,11 @@
 """Record states are StrEnums whose stored form is exactly the former string literals,
-so datastores written before the enums existed keep working."""
+so datastores written before the enums existed keep working (on SQLite and on
+PostgreSQL: `backend`, see tests.pg_harness)."""
 
 from __future__ import annotations
 
-import sqlite3
+from collections.abc import Callable
 from enum import StrEnum
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -25,8 +25,9 @@ from dap.storage import (
     ReportAggregationRecord,
     ReportAggregationState,
     ReportState,
+    open_datastore,
 )
-from dap.storage.sqlite import SqliteDatastore
+from tests.pg_harness import BACKENDS, is_pg, raw_connect
 
 # The literals the code stored before the enums (spelled out, not derived from them).
 OLD_LITERALS: dict[type[StrEnum], set[str]] = {
@@ -51,8 +52,8 @@ def test_values_are_the_old_literals(enum: type[StrEnum]) -> None:
         assert enum(member.value) is member
 
 
-def _raw(ds: SqliteDatastore, sql: str, args: tuple[Any, ...]) -> list[tuple[Any, ...]]:
-    conn = sqlite3.connect(ds.path)
+def _raw(spec: str, sql: str, args: tuple[Any, ...]) -> list[tuple[Any, ...]]:
+    conn = raw_connect(spec)
     try:
         return [tuple(r) for r in conn.execute(sql, args)]
     finally:
@@ -90,16 +91,20 @@ def _store_and_load(tx: Any, enum: type[StrEnum], member: Any, i: int) -> tuple[
     return rec, "leader_batches", f"batch_id=x'{key.hex()}'"
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("enum", list(OLD_LITERALS), ids=lambda e: e.__name__)
-def test_every_state_round_trips(tmp_path: Path, enum: type[StrEnum]) -> None:
-    ds = SqliteDatastore(tmp_path / "ds.sqlite", "OFF")
+def test_every_state_round_trips(datastore_spec: Callable[[str], str], backend: str,
+                                 enum: type[StrEnum]) -> None:
+    spec = datastore_spec("ds")
+    ds = open_datastore(spec, sqlite_synchronous="OFF")
+    typeof = "pg_typeof(state)::text" if is_pg(spec) else "typeof(state)"
     try:
         for i, member in enumerate(enum, start=1):
             with ds.transaction() as tx:
                 rec, table, where = _store_and_load(tx, enum, member, i)
             assert rec.state is member  # read back as the enum member
             # Stored as the same TEXT bytes as the old literal.
-            (value, kind), = _raw(ds, f"SELECT state, typeof(state) FROM {table} WHERE {where}",
+            (value, kind), = _raw(spec, f"SELECT state, {typeof} FROM {table} WHERE {where}",
                                   ())
             assert kind == "text" and value == member.value
             assert type(value) is str
@@ -107,12 +112,15 @@ def test_every_state_round_trips(tmp_path: Path, enum: type[StrEnum]) -> None:
         ds.close()
 
 
-def test_datastore_written_with_literals_reads_as_enums(tmp_path: Path) -> None:
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_datastore_written_with_literals_reads_as_enums(
+        datastore_spec: Callable[[str], str], backend: str) -> None:
     """Rows stored as plain strings (as before the enums) load, and queries that name a
     state find them."""
-    ds = SqliteDatastore(tmp_path / "ds.sqlite", "OFF")
+    spec = datastore_spec("ds")
+    ds = open_datastore(spec, sqlite_synchronous="OFF")
     try:
-        conn = sqlite3.connect(ds.path, isolation_level=None)
+        conn = raw_connect(spec)
         rid, jid = b"r" * 16, b"j" * 16
         conn.execute("INSERT INTO client_reports VALUES (?,?,?,?,?,?,?,?)",
                      (TID, rid, 10, b"report", "new", None, None, 1.0))
@@ -135,15 +143,18 @@ def test_datastore_written_with_literals_reads_as_enums(tmp_path: Path) -> None:
             batches = tx.list_leader_batches(TID, (LeaderBatchState.COLLECTING,))
             assert [b.state for b in batches] == [LeaderBatchState.COLLECTING]
             tx.set_report_states(TID, [rid], ReportState.AGGREGATED, jid)
-        assert _raw(ds, "SELECT state FROM client_reports", ()) == [("aggregated",)]
+        assert _raw(spec, "SELECT state FROM client_reports", ()) == [("aggregated",)]
     finally:
         ds.close()
 
 
-def test_unknown_stored_state_is_refused(tmp_path: Path) -> None:
-    ds = SqliteDatastore(tmp_path / "ds.sqlite", "OFF")
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_unknown_stored_state_is_refused(datastore_spec: Callable[[str], str],
+                                         backend: str) -> None:
+    spec = datastore_spec("ds")
+    ds = open_datastore(spec, sqlite_synchronous="OFF")
     try:
-        conn = sqlite3.connect(ds.path, isolation_level=None)
+        conn = raw_connect(spec)
         conn.execute("INSERT INTO leader_batches VALUES (?,?,?,?,?)",
                      (TID, b"b" * 32, 0, "bogus", 1.0))
         conn.close()

@@ -9,8 +9,11 @@ messages as bytes; the datastore knows no protocol logic. The interface is kept 
 so that a PostgreSQL backend can follow (several replicas then coordinate through row
 leases, see `lease_*` on jobs).
 
-Backends: `dap.storage.sqlite.SqliteDatastore` (embedded, the default). `dap.storage`
-re-exports everything here for them and for the servers.
+Backends: `dap.storage.sqlite.SqliteDatastore` (embedded, the default) and
+`dap.storage.postgres.PostgresDatastore` (transactions one at a time over every process,
+so the same serial semantics; picked by a ``postgresql://`` datastore URL,
+`dap.storage.open_datastore`).
+`dap.storage` re-exports everything here for them and for the servers.
 
 States. The state of each record is a `StrEnum` defined here, beside the record that
 holds it (the core, the servers and the backends import them from here; a backend may

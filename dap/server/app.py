@@ -34,8 +34,7 @@ from dap.server.common import (
 )
 from dap.server.config import AggregatorConfig, ConfigError
 from dap.server.serving import handler_args, serve_forever, ssl_context
-from dap.storage import Datastore, HpkeKeyState
-from dap.storage.sqlite import SqliteDatastore
+from dap.storage import Datastore, HpkeKeyState, open_datastore
 
 log = logging.getLogger("ppm.server")
 
@@ -90,7 +89,8 @@ def build_app(config: AggregatorConfig, datastore: Datastore | None = None,
     """The Leader's or Helper's application. With `background`, its worker starts with
     the app (and is cancelled on shutdown). `rng` is all the randomness the protocol
     core draws (IDs, HPKE keys); the OS CSPRNG unless a test passes a seeded one."""
-    ds = datastore or SqliteDatastore(config.datastore, config.sqlite_synchronous)
+    ds = datastore or open_datastore(config.datastore,
+                                     sqlite_synchronous=config.sqlite_synchronous)
     ensure_hpke_key(ds, rng)
     st = AppState(config, ds, clock, rng)
     # taskprov.middleware provisions an advertised task before the handler looks it up.

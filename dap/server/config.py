@@ -5,7 +5,8 @@ Example (every key but `role` and `datastore` is optional)::
     {
       "role": "leader",                  # leader or helper
       "listen_host": "127.0.0.1", "listen_port": 8081,   # where to serve
-      "datastore": "leader.sqlite",      # SQLite file (relative to this file)
+      "datastore": "leader.sqlite",      # SQLite file (relative to this file), or
+                                         # "postgresql://USER@HOST:PORT/DATABASE"
       "sqlite_synchronous": "FULL",      # SQLite PRAGMA synchronous
       "admin_token": "...",              # enables the /internal admin API
       "clock_skew": 300,                 # seconds of leeway before report_too_early
@@ -59,7 +60,8 @@ Keys starting with `#` are comments. `ppm config init` writes a commented pair o
 `ppm leader --config FILE --check` checks one and exits. Every key is type-checked from
 its annotation below (`check_types`), so a key added here is checked too.
 
-Relative paths (datastore, TLS files) are relative to the configuration file. See
+Relative paths (datastore, TLS files) are relative to the configuration file (a
+datastore URL is kept as it is: dap.storage.open_datastore). See
 `dap/server/serving.py` for what the limits protect against.
 """
 
@@ -73,6 +75,7 @@ from pathlib import Path
 from typing import Any
 
 from dap.server.serving import HttpLimits, MiB
+from dap.storage import is_datastore_url
 
 
 @dataclass
@@ -196,6 +199,9 @@ class AggregatorConfig:
 
     def gateway_key_path(self) -> str:
         """Where the Oblivious HTTP gateway key is kept."""
+        if self.ohttp_key_file is None and is_datastore_url(self.datastore):
+            raise ConfigError("an OHTTP gateway with a datastore URL needs ohttp_key_file "
+                              "(its key is kept in a file)")
         return self.ohttp_key_file or f"{self.datastore}.ohttp-key"
 
     @classmethod
@@ -219,10 +225,11 @@ class AggregatorConfig:
     def load(cls, path: str | Path) -> AggregatorConfig:
         data = json.loads(Path(path).read_text())
         config = cls.from_dict(data)
-        # A relative datastore path is relative to the configuration file.
+        # A relative datastore path is relative to the configuration file (a URL, such
+        # as postgresql://..., is kept as it is).
         base = Path(path).resolve().parent
         ds = Path(config.datastore)
-        if not ds.is_absolute():
+        if not is_datastore_url(config.datastore) and not ds.is_absolute():
             config.datastore = str(base / ds)
         for name in ("tls_cert", "tls_key", "tls_ca_file"):
             value = getattr(config, name)
