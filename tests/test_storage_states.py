@@ -162,3 +162,30 @@ def test_unknown_stored_state_is_refused(datastore_spec: Callable[[str], str],
             tx.list_leader_batches(TID, ("bogus",))  # type: ignore[arg-type]
     finally:
         ds.close()
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_task_counters_count_every_state(datastore_spec: Callable[[str], str],
+                                         backend: str) -> None:
+    """`task_counters` (the admin API's status and /metrics) on both datastores: one
+    record in each state is counted once, under its state, for the task and overall."""
+    spec = datastore_spec("ds")
+    ds = open_datastore(spec, sqlite_synchronous="OFF")
+    enums = (ReportState, AggregationJobState, CollectionJobState)
+    try:
+        with ds.transaction() as tx:
+            for enum in enums:
+                for i, member in enumerate(enum, start=1):
+                    _store_and_load(tx, enum, member, i)
+        for task_id in (TID, None):
+            with ds.transaction() as tx:
+                counters = tx.task_counters(task_id)
+            reports = {str(state): n for state, _error, n in counters["reports"]}
+            assert reports == {m.value: 1 for m in ReportState}
+            jobs = {str(state): n for _role, state, n in counters["aggregation_jobs"]}
+            assert jobs == {m.value: 1 for m in AggregationJobState}
+            collections = {str(state): n for state, n in counters["collection_jobs"]}
+            assert collections == {m.value: 1 for m in CollectionJobState}
+            assert counters["aggregation_retrying"] is None
+    finally:
+        ds.close()
