@@ -49,7 +49,7 @@ from dap.server.metrics import count_rejections
 from dap.server.retention import RetentionTimer
 from dap.server.serving import client_ssl_context
 from dap.server.status import STATUS_HEADER, collection_hint
-from dap.server.upload import GROUP_MAX_BODY, groups_of
+from dap.server.upload import GROUP_MAX_BODY, groups_of, store_upload
 from dap.storage import (
     AggregationJobRecord,
     AggregationJobState,
@@ -93,28 +93,6 @@ async def upload_response(app: web.Application, st: AppState, task: Any,
     if answer is None:
         return web.Response(status=task.profile.statuses["upload"])
     return message_response(task, "UploadErrors", answer)
-
-
-# Reports stored per transaction: an upload of any size holds the datastore briefly.
-UPLOAD_CHUNK = 256
-
-
-def store_upload(st: AppState, task: Any, keyring: Any, body: bytes
-                 ) -> list[tuple[bytes, Any]]:
-    """Decode an upload and store its reports in transactions of at most UPLOAD_CHUNK
-    reports, in a worker thread (`AppState.offload`): the event loop and other requests are not
-    held up by a large body. A crash midway leaves the first chunks stored; the Client,
-    which got no answer, retries and its stored reports then count as replays (they
-    are aggregated once, as every stored report)."""
-    reports = core.decode_upload(task, body)
-    now = st.clock()
-    errors: list[tuple[bytes, Any]] = []
-    for i in range(0, len(reports), UPLOAD_CHUNK):
-        with st.datastore.transaction() as tx:
-            errors += core.store_reports(tx, task, keyring, reports[i:i + UPLOAD_CHUNK], now,
-                                         st.config.clock_skew)
-        # Between chunks a waiting request takes the datastore (its lock is fair).
-    return errors
 
 
 async def post_collection_jobs(request: web.Request) -> web.StreamResponse:

@@ -107,8 +107,6 @@ class UploadGroups:
 def store_group(st: Any, group: list[_Upload]) -> None:
     """Decode each upload and store all of them in one transaction (in a worker thread);
     sets each upload's outcome or error."""
-    from dap.server.leader import store_upload
-
     now = st.clock()
     ready: list[_Upload] = []
     for item in group:
@@ -143,3 +141,25 @@ def groups_of(st: Any) -> UploadGroups:
         groups = UploadGroups(st)
         st._upload_groups = groups
     return groups
+
+
+# Reports stored per transaction: an upload of any size holds the datastore briefly.
+UPLOAD_CHUNK = 256
+
+
+def store_upload(st: Any, task: Any, keyring: Any, body: bytes
+                 ) -> list[tuple[bytes, Any]]:
+    """Decode an upload and store its reports in transactions of at most UPLOAD_CHUNK
+    reports, in a worker thread (`AppState.offload`): the event loop and other requests are not
+    held up by a large body. A crash midway leaves the first chunks stored; the Client,
+    which got no answer, retries and its stored reports then count as replays (they
+    are aggregated once, as every stored report)."""
+    reports = core.decode_upload(task, body)
+    now = st.clock()
+    errors: list[tuple[bytes, Any]] = []
+    for i in range(0, len(reports), UPLOAD_CHUNK):
+        with st.datastore.transaction() as tx:
+            errors += core.store_reports(tx, task, keyring, reports[i:i + UPLOAD_CHUNK], now,
+                                         st.config.clock_skew)
+        # Between chunks a waiting request takes the datastore (its lock is fair).
+    return errors
