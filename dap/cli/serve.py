@@ -21,13 +21,20 @@ def load_config(path: str | Path, role: str | None = None) -> Any:
         raise usage_error(str(exc)) from None
 
 
-def serve(path: str | Path, role: str | None = None) -> int:
-    """Run the aggregator a configuration file describes until interrupted."""
+def serve(path: str | Path, role: str | None = None,
+          processes: dict[str, Any] | None = None) -> int:
+    """Run the aggregator a configuration file describes until interrupted.
+    `processes`: the command line's --mode, --reuse-port, --frontends and --drivers,
+    over the configuration's keys."""
     from dap.server.app import run
-    from dap.server.config import ConfigError
+    from dap.server.config import ConfigError, with_overrides
     from dap.storage import StorageError
 
     config = load_config(path, role)
+    try:
+        config = with_overrides(config, processes or {})
+    except ConfigError as exc:
+        raise usage_error(str(exc)) from None
     try:
         run(config)
     except (ConfigError, StorageError) as exc:
@@ -40,9 +47,33 @@ def serve(path: str | Path, role: str | None = None) -> int:
 
 def _cmd_serve(role: str) -> Callable[[argparse.Namespace], int]:
     def cmd(args: argparse.Namespace) -> int:
-        return serve(args.config, role)
+        return serve(args.config, role, process_options(args))
 
     return run_command(cmd)
+
+
+def add_process_options(p: argparse.ArgumentParser) -> None:
+    """--mode, --reuse-port, --frontends, --drivers (dap/server/processes.py)."""
+    g = p.add_argument_group("processes (several per Aggregator, one datastore)")
+    g.add_argument("--mode", choices=("all", "frontend", "driver"),
+                   help="this process serves HTTP and does the background work (all, the "
+                   "default), serves HTTP only (frontend), or does the background work "
+                   "only, with no listener (driver)")
+    g.add_argument("--reuse-port", action="store_true", default=None,
+                   help="listen with SO_REUSEPORT, so that several front ends on this host "
+                   "share the port")
+    g.add_argument("--frontends", type=int, metavar="N",
+                   help="supervise N front end processes (sharing the port)")
+    g.add_argument("--drivers", type=int, metavar="M",
+                   help="supervise M driver processes (background work)")
+
+
+def process_options(args: argparse.Namespace) -> dict[str, Any]:
+    """The process options given on the command line, as configuration keys."""
+    names = {"mode": "mode", "reuse_port": "reuse_port", "frontends": "frontends",
+             "drivers": "drivers"}
+    return {key: getattr(args, attr) for attr, key in names.items()
+            if getattr(args, attr, None) is not None}
 
 
 def _cmd_relay(args: argparse.Namespace) -> int:
@@ -80,7 +111,9 @@ def register(subparsers: Any) -> None:
                                   "described by an AggregatorConfig JSON file.")
         p.add_argument("--config", required=True, metavar="FILE",
                        help="aggregator configuration (JSON, see dap/server/config.py)")
+        add_process_options(p)
         p.set_defaults(func=_cmd_serve(role))
 
 
-__all__ = ["load_config", "register", "run_command", "serve"]
+__all__ = ["add_process_options", "load_config", "process_options", "register",
+           "run_command", "serve"]

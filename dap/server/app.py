@@ -33,7 +33,8 @@ from dap.server.common import (
     state,
 )
 from dap.server.config import AggregatorConfig, ConfigError
-from dap.server.serving import handler_args, serve_forever, ssl_context
+from dap.server.scheduling import WorkEvent
+from dap.server.serving import handler_args, run_without_listener, serve_forever, ssl_context
 from dap.storage import Datastore, HpkeKeyState
 from dap.storage.sqlite import SqliteDatastore
 
@@ -87,9 +88,11 @@ def dp_tasks(st: AppState) -> list[AggregatorTask]:
 def build_app(config: AggregatorConfig, datastore: Datastore | None = None,
               clock: Callable[[], float] = time.time,
               background: bool = True, rng: Rng = OS_RNG) -> web.Application:
-    """The Leader's or Helper's application. With `background`, its worker starts with
-    the app (and is cancelled on shutdown). `rng` is all the randomness the protocol
-    core draws (IDs, HPKE keys); the OS CSPRNG unless a test passes a seeded one."""
+    """The Leader's or Helper's application. With `background` (and unless the
+    configuration's `mode` is "frontend"), its worker starts with the app (and is
+    cancelled on shutdown). `rng` is all the randomness the protocol core draws (IDs,
+    HPKE keys); the OS CSPRNG unless a test passes a seeded one."""
+    background = background and config.mode != "frontend"
     ds = datastore or SqliteDatastore(config.datastore, config.sqlite_synchronous)
     ensure_hpke_key(ds, rng)
     st = AppState(config, ds, clock, rng)
@@ -108,12 +111,12 @@ def build_app(config: AggregatorConfig, datastore: Datastore | None = None,
     admin.add_routes(app)
     if config.role == "leader":
         leader_routes.add_routes(app)
-        app[leader_routes.WAKE_KEY] = asyncio.Event()
+        app[leader_routes.WAKE_KEY] = WorkEvent(ds, "leader")
         if config.ohttp_gateway:
             gateway.add_routes(app, gateway.load_or_create_key(config.gateway_key_path()))
     else:
         helper_routes.add_routes(app)
-        app[helper_routes.WAKE_KEY] = asyncio.Event()
+        app[helper_routes.WAKE_KEY] = WorkEvent(ds, "helper")
 
     async def run_worker(app: web.Application) -> AsyncIterator[None]:
         if config.role == "leader":
@@ -146,15 +149,27 @@ def run(config: AggregatorConfig) -> None:
     cannot be used (TLS files, the datastore key) raises ConfigError or StorageError."""
     logging.basicConfig(level=logging.INFO,
                         format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    if config.frontends or config.drivers:
+        from dap.server.processes import supervise
+
+        supervise(config)
+        return
+    if config.mode == "driver":
+        app = build_app(config)
+        log.info("%s driver (background work, no listener) started", config.role)
+        run_without_listener(app)
+        return
     try:
         tls = ssl_context(config.tls_cert, config.tls_key)
     except (OSError, ValueError) as exc:
         raise ConfigError(f"cannot load the TLS certificate and key ({config.tls_cert}, "
                           f"{config.tls_key}): {exc}") from None
     app = build_app(config)
-    log.info("%s listening on %s://%s:%d/", config.role, config.scheme, config.listen_host,
-             config.listen_port)
-    serve_forever(app, config.listen_host, config.listen_port, config.limits, tls)
+    log.info("%s %s listening on %s://%s:%d/", config.role,
+             "front end" if config.mode == "frontend" else "(HTTP and background work)",
+             config.scheme, config.listen_host, config.listen_port)
+    serve_forever(app, config.listen_host, config.listen_port, config.limits, tls,
+                  config.reuse_port)
 
 
 __all__ = ["build_app", "run", "DapProblem"]

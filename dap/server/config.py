@@ -45,7 +45,16 @@ Example (every key but `role` and `datastore` is optional)::
       "max_connections": 1000,           # then the oldest idle connection is closed
       "tls_cert": "cert.pem", "tls_key": "key.pem",   # serve HTTPS (both or neither)
       "tls_ca_file": "ca.pem",           # also trust this CA for requests to the Helper
-      "worker_threads": 4                # blocking work off the event loop (0: on it)
+      "worker_threads": 4,               # blocking work off the event loop (0: on it)
+      "mode": "all",                     # this process: "all" (HTTP and background
+                                         # work), "frontend" (HTTP only) or "driver"
+                                         # (background work only, no listener)
+      "frontends": 0, "drivers": 0,      # > 0: supervise that many frontend and driver
+                                         # processes on this host (dap/server/processes.py)
+      "reuse_port": false,               # SO_REUSEPORT: front ends share listen_port
+      "work_poll_interval": 0.5          # seconds: how often a driver looks for work
+                                         # stored by other processes (due times and
+                                         # in-process wake-ups need no poll)
     }
 
 Relative paths (datastore, TLS files) are relative to the configuration file. See
@@ -55,11 +64,15 @@ Relative paths (datastore, TLS files) are relative to the configuration file. Se
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
 from dap.server.serving import HttpLimits, MiB
+
+# What one process of an Aggregator does (`mode`): HTTP and background work, HTTP only,
+# or background work only.
+MODES = ("all", "frontend", "driver")
 
 
 @dataclass
@@ -107,7 +120,12 @@ class AggregatorConfig:
     tls_key: str | None = None
     tls_ca_file: str | None = None
     worker_threads: int = 4
-
+    # Several processes per Aggregator (dap/server/processes.py, dap/server/scheduling.py)
+    mode: str = "all"
+    frontends: int = 0
+    drivers: int = 0
+    reuse_port: bool = False
+    work_poll_interval: float = 0.5
 
     def __post_init__(self) -> None:
         if self.role not in ("leader", "helper"):
@@ -144,6 +162,18 @@ class AggregatorConfig:
             from dap.taskprov import parse_peers
 
             parse_peers(self.taskprov_peers, self.role)  # a PeerConfigError (ValueError)
+        if self.mode not in MODES:
+            raise ValueError(f"mode must be one of {', '.join(MODES)}")
+        for name in ("frontends", "drivers"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+                raise ValueError(f"{name} must be a non-negative integer")
+        if not isinstance(self.reuse_port, bool):
+            raise ValueError("reuse_port must be true or false")
+        if isinstance(self.work_poll_interval, bool) or \
+                not isinstance(self.work_poll_interval, int | float) or \
+                self.work_poll_interval <= 0:
+            raise ValueError("work_poll_interval must be a positive number of seconds")
         if self.ohttp_gateway and self.role != "leader":
             raise ValueError("ohttp_gateway is a Leader option")
 
@@ -216,3 +246,14 @@ def load_config_file(path: str | Path, role: str | None = None) -> AggregatorCon
     if role is not None and config.role != role:
         raise ConfigError(f"{path} configures a {config.role}, not a {role}")
     return config
+
+
+def with_overrides(config: AggregatorConfig, overrides: dict[str, Any]) -> AggregatorConfig:
+    """`config` with some keys replaced (command-line options over the file), checked
+    like the file's; a bad value is a ConfigError."""
+    if not overrides:
+        return config
+    try:
+        return replace(config, **overrides)
+    except (ValueError, TypeError) as exc:
+        raise ConfigError(str(exc)) from None
