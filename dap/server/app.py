@@ -68,6 +68,25 @@ def ensure_hpke_key(datastore: Datastore, rng: Rng) -> None:
             add_hpke_key(tx, HpkeKeyState.ACTIVE, rng=rng)
 
 
+class DpTaskList:
+    """`dp_tasks`, listed again at most every `refresh` seconds: the noise reserves are
+    checked often, and listing (and loading) every task each time would cost an idle
+    Aggregator with many tasks a share of a core (benchmarks/idle_tasks.py)."""
+
+    def __init__(self, st: AppState, refresh: float = 1.0) -> None:
+        self.st = st
+        self.refresh = refresh
+        self._tasks: list[AggregatorTask] = []
+        self._at: float | None = None
+
+    def __call__(self) -> list[AggregatorTask]:
+        now = time.monotonic()
+        if self._at is None or now - self._at >= self.refresh:
+            self._tasks = dp_tasks(self.st)
+            self._at = now
+        return self._tasks
+
+
 def dp_tasks(st: AppState) -> list[AggregatorTask]:
     """This Aggregator's tasks that have a DP policy (for their noise reserves)."""
     role = Role.LEADER if st.config.role == "leader" else Role.HELPER
@@ -126,7 +145,7 @@ def build_app(config: AggregatorConfig, datastore: Datastore | None = None,
             task = asyncio.create_task(helper_routes.worker(app, st))
         # DP noise is drawn here, in the background, never on a request (dap.dp).
         noise = asyncio.create_task(keep_noise_reserves(
-            lambda: dp_tasks(st), st.rng, min(1.0, max(0.05, 4 * config.worker_interval))))
+            DpTaskList(st), st.rng, min(1.0, max(0.05, 4 * config.worker_interval))))
         yield
         for t in (task, noise):
             t.cancel()
