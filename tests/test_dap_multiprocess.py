@@ -1,0 +1,288 @@
+"""One Aggregator as several processes on one datastore (dap/server/processes.py,
+dap/server/scheduling.py), and SIGKILL of any of them in the middle of the work.
+
+A Leader with two front ends (sharing a port through SO_REUSEPORT) and two drivers, and
+a Helper with two front ends, as separate processes (`python -m dap.server CONFIG
+--mode ...`). While a Client uploads, a random front end or driver is SIGKILLed and
+restarted, again and again (each of the six at least once). Then:
+
+* every acknowledged report (its upload answered 200; the Client retries the very same
+  bytes after a connection error, as a real one would) is counted exactly once: the
+  collection's report count and sum are those of the measurements;
+* nothing is released below `min_batch_size`: a batch with fewer reports is refused
+  (`invalidBatchSize`) after `collection_give_up_after`.
+
+Leases are short (`job_lease` 3 s) so that the work of a killed driver resumes quickly.
+
+The datastore is a fixture parameter (`datastore_spec`): SQLite files here; a PostgreSQL
+URL can be added as a second parameter once that backend exists.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import random
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+
+from dap.collector import CollectionError, Collector
+from dap.common import Duration, Interval, Time
+from dap.hpke import generate_keypair
+from dap.profiles.dap18.client import generate_report
+from dap.profiles.dap18.messages import Query, UploadRequest
+from dap.provision import new_task
+from dap.storage import HpkeKeyRecord, HpkeKeyState
+from dap.storage.sqlite import SqliteDatastore
+from tests.dap_harness import free_port, wait_ready
+from vdaf.prio3 import Prio3Sum
+
+ROOT = Path(__file__).resolve().parent.parent
+REPORTS = 240
+PER_REQUEST = 4
+MIN_BATCH_SIZE = 10
+SEED = 14
+
+pytestmark = pytest.mark.skipif(not hasattr(__import__("socket"), "SO_REUSEPORT"),
+                                reason="needs SO_REUSEPORT (front ends sharing a port)")
+
+
+@pytest.fixture(params=["sqlite"])
+def datastore_spec(request: pytest.FixtureRequest, tmp_path: Path) -> Callable[[str], str]:
+    """role -> the `datastore` of that Aggregator's configuration."""
+    assert request.param == "sqlite"
+    return lambda role: str(tmp_path / f"{role}.sqlite")
+
+
+class Proc:
+    """One process of an Aggregator, restartable; its log appended to across restarts."""
+
+    def __init__(self, name: str, config: Path, mode: str, log: Path) -> None:
+        self.name, self.config, self.mode, self.log = name, config, mode, log
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.kills = 0
+        self.starts = 0
+
+    def start(self) -> None:
+        args = [sys.executable, "-m", "dap.server", str(self.config), "--mode", self.mode]
+        if self.mode == "frontend":
+            args.append("--reuse-port")
+        env = {k: v for k, v in os.environ.items() if k != "PPM_DATASTORE_KEY"}
+        with open(self.log, "ab") as log:
+            self.proc = subprocess.Popen(args, cwd=ROOT, env=env, stdin=subprocess.DEVNULL,
+                                         stdout=log, stderr=subprocess.STDOUT)
+        self.starts += 1
+
+    def ready(self) -> bool:
+        """Whether its latest start has come up (its log says so once per start)."""
+        said = "listening on" if self.mode == "frontend" else "driver (background work"
+        return self.log.exists() and self.log.read_text(errors="replace").count(said) \
+            >= self.starts
+
+    def kill(self) -> None:
+        assert self.proc is not None
+        self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait()
+        self.kills += 1
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+
+def write_config(path: Path, role: str, port: int, datastore: str) -> None:
+    path.write_text(json.dumps({
+        "role": role, "listen_port": port, "datastore": datastore,
+        "sqlite_synchronous": "NORMAL", "worker_interval": 0.02, "straggler_age": 0.0,
+        "max_job_size": 10, "job_lease": 3.0, "http_timeout": 2.0,
+        "work_poll_interval": 0.2, "collection_give_up_after": 3.0, "retry_after": 1,
+        "worker_threads": 2}))
+
+
+def provision(datastore: str, record: Any, key: Any) -> None:
+    ds = SqliteDatastore(datastore, "NORMAL", key_from_env=False)
+    try:
+        with ds.transaction() as tx:
+            tx.put_task(record)
+            tx.put_hpke_key(HpkeKeyRecord(key.config.id, key.config.encode(), key.private_key,
+                                          HpkeKeyState.ACTIVE, time.time()))
+    finally:
+        ds.close()
+
+
+async def upload_all(url: str, content_type: str, bodies: list[bytes]) -> int:
+    """POST every body until it is acknowledged (200), retrying the same bytes after a
+    connection error or a 5xx; returns the attempts that failed."""
+    failures = 0
+    sem = asyncio.Semaphore(3)
+    timeout = aiohttp.ClientTimeout(total=10)
+
+    async def post(session: aiohttp.ClientSession, body: bytes) -> None:
+        nonlocal failures
+        async with sem:
+            while True:
+                try:
+                    async with session.post(url, data=body,
+                                            headers={"Content-Type": content_type}) as resp:
+                        content = await resp.read()
+                        if resp.status == 200:
+                            assert not content, f"reports refused: {content[:200]!r}"
+                            return
+                        assert resp.status >= 500, f"upload refused: {resp.status} {content!r}"
+                except (aiohttp.ClientError, TimeoutError):
+                    pass
+                failures += 1
+                await asyncio.sleep(0.1)
+
+    # A new connection per request: a killed front end's connections do not linger.
+    connector = aiohttp.TCPConnector(force_close=True)
+    async with aiohttp.ClientSession(timeout=timeout, connector=connector) as session:
+        for i in range(0, len(bodies), 12):  # paced: the killing happens during the upload
+            await asyncio.gather(*(post(session, b) for b in bodies[i:i + 12]))
+            await asyncio.sleep(0.4)
+    return failures
+
+
+async def kill_repeatedly(procs: list[Proc], stop: asyncio.Event, rng: random.Random) -> None:
+    """SIGKILL a process, restart it; every process first (in a random order), then
+    random ones, until `stop` is set."""
+    order = rng.sample(procs, len(procs))
+    while not stop.is_set() or order:
+        victim = order.pop() if order else rng.choice(procs)
+        await asyncio.sleep(rng.uniform(0.6, 1.2))
+        victim.kill()
+        await asyncio.sleep(rng.uniform(0.0, 0.4))
+        victim.start()
+
+
+def counts(datastore: str) -> dict[str, int]:
+    conn = sqlite3.connect(f"file:{datastore}?mode=ro", uri=True, timeout=30)
+    try:
+        return dict(conn.execute("SELECT state, COUNT(*) FROM client_reports GROUP BY state"))
+    finally:
+        conn.close()
+
+
+@pytest.fixture
+def cluster(tmp_path: Path, datastore_spec: Callable[[str], str]) -> Iterator[dict[str, Any]]:
+    ports = {"leader": free_port(), "helper": free_port()}
+    vdaf = Prio3Sum(2, 100)
+    pt = new_task(vdaf, f"http://127.0.0.1:{ports['leader']}/",
+                  f"http://127.0.0.1:{ports['helper']}/", min_batch_size=MIN_BATCH_SIZE,
+                  time_precision=60)
+    keys = {"leader": generate_keypair(1), "helper": generate_keypair(2)}
+    procs: dict[str, list[Proc]] = {}
+    for role in ("helper", "leader"):
+        config = tmp_path / f"{role}.json"
+        write_config(config, role, ports[role], datastore_spec(role))
+        provision(datastore_spec(role), pt.record(role), keys[role])
+        modes = ["frontend", "frontend"] + (["driver", "driver"] if role == "leader" else [])
+        procs[role] = [Proc(f"{role} {mode} {i}", config, mode,
+                            tmp_path / f"{role}-{mode}-{i}.log")
+                       for i, mode in enumerate(modes)]
+    everyone = procs["helper"] + procs["leader"]
+    try:
+        for p in everyone:
+            p.start()
+        for role in ("helper", "leader"):
+            for p in procs[role]:
+                if p.mode == "frontend":
+                    wait_ready(p.proc, ports[role], timeout=60, log=p.log)
+        yield {"pt": pt, "keys": keys, "vdaf": vdaf, "procs": everyone, "ports": ports,
+               "datastore": datastore_spec("leader"), "tmp_path": tmp_path}
+    finally:
+        for p in everyone:
+            p.stop()
+
+
+def logs_tail(tmp_path: Path) -> str:
+    return "\n".join(f"== {log.name}\n{log.read_text(errors='replace')[-1500:]}"
+                     for log in sorted(tmp_path.glob("*.log")))
+
+
+@pytest.mark.timeout(180)
+def test_sigkill_any_process_counts_every_acknowledged_report_once(
+        cluster: dict[str, Any]) -> None:
+    pt, keys, vdaf = cluster["pt"], cluster["keys"], cluster["vdaf"]
+    procs: list[Proc] = cluster["procs"]
+    rng = random.Random(SEED)
+    now = int(time.time()) // pt.task.time_precision
+    measurements = [rng.randrange(101) for _ in range(REPORTS)]
+    reports = [generate_report(pt.task, m, time=now, leader_hpke_config=keys["leader"].config,
+                               helper_hpke_config=keys["helper"].config, vdaf=vdaf)
+               for m in measurements]
+    # A batch one report short of min_batch_size, in an interval of its own.
+    short = [generate_report(pt.task, 1, time=now - 10,
+                             leader_hpke_config=keys["leader"].config,
+                             helper_hpke_config=keys["helper"].config, vdaf=vdaf)
+             for _ in range(MIN_BATCH_SIZE - 1)]
+    bodies = [UploadRequest(tuple(reports[i:i + PER_REQUEST])).encode()
+              for i in range(0, REPORTS, PER_REQUEST)]
+    bodies.append(UploadRequest(tuple(short)).encode())
+    url = pt.task.profile.resource_url("reports", f"http://127.0.0.1:{cluster['ports']['leader']}/",
+                                       task_id=pt.task.task_id)
+    content_type = pt.task.profile.media_type_for("UploadRequest")
+
+    async def upload_while_killing() -> int:
+        stop = asyncio.Event()
+        killer = asyncio.create_task(kill_repeatedly(procs, stop, rng))
+        try:
+            failures = await upload_all(url, content_type, bodies)
+            # The aggregation continues under the killing for a moment.
+            await asyncio.sleep(2.0)
+        finally:
+            stop.set()
+        await killer
+        return failures
+
+    asyncio.run(upload_while_killing())
+    assert all(p.kills >= 1 for p in procs), [(p.name, p.kills) for p in procs]
+    for p in procs:
+        if not p.alive():
+            p.start()
+    deadline = time.monotonic() + 60
+    while not all(p.ready() for p in procs):
+        assert all(p.alive() for p in procs), logs_tail(cluster["tmp_path"])
+        assert time.monotonic() < deadline, logs_tail(cluster["tmp_path"])
+        time.sleep(0.1)
+
+    # Every report is aggregated (nothing failed: a killed process's work resumed).
+    deadline = time.monotonic() + 60
+    total = REPORTS + len(short)
+    while True:
+        state = counts(cluster["datastore"])
+        if state.get("aggregated", 0) == total:
+            break
+        assert not state.get("failed"), f"{state}\n{logs_tail(cluster['tmp_path'])}"
+        assert time.monotonic() < deadline, f"{state}\n{logs_tail(cluster['tmp_path'])}"
+        time.sleep(0.2)
+
+    async def collect(query: Any) -> Any:
+        async with Collector(pt.task, pt.collector_keypair, pt.collector_auth_token) as c:
+            return await c.collect(query, timeout=60, max_poll_interval=0.2)
+
+    result = asyncio.run(collect(Query.time_interval(Interval(Time(now - 1), Duration(3)))))
+    assert result.report_count == REPORTS
+    assert result.aggregate_result == sum(measurements)
+
+    with pytest.raises(CollectionError) as refused:
+        asyncio.run(collect(Query.time_interval(Interval(Time(now - 11), Duration(3)))))
+    assert "invalidBatchSize" in refused.value.problem_type
