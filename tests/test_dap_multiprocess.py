@@ -72,6 +72,7 @@ class Proc:
         self.proc: subprocess.Popen[bytes] | None = None
         self.kills = 0
         self.starts = 0
+        self.log_offset = 0
 
     def start(self) -> None:
         args = [sys.executable, "-m", "dap.server", str(self.config), "--mode", self.mode]
@@ -79,15 +80,19 @@ class Proc:
             args.append("--reuse-port")
         env = {k: v for k, v in os.environ.items() if k != "PPM_DATASTORE_KEY"}
         with open(self.log, "ab") as log:
+            self.log_offset = log.tell()
             self.proc = subprocess.Popen(args, cwd=ROOT, env=env, stdin=subprocess.DEVNULL,
                                          stdout=log, stderr=subprocess.STDOUT)
         self.starts += 1
 
     def ready(self) -> bool:
-        """Whether its latest start has come up (its log says so once per start)."""
-        said = "listening on" if self.mode == "frontend" else "driver (background work"
-        return self.log.exists() and self.log.read_text(errors="replace").count(said) \
-            >= self.starts
+        """Whether it is up: alive, and its log says so since its latest start."""
+        said = b"listening on" if self.mode == "frontend" else b"driver (background work"
+        if not self.alive():
+            return False
+        with open(self.log, "rb") as log:
+            log.seek(self.log_offset)
+            return said in log.read()
 
     def kill(self) -> None:
         assert self.proc is not None
@@ -155,21 +160,34 @@ async def upload_all(url: str, content_type: str, bodies: list[bytes]) -> int:
     # A new connection per request: a killed front end's connections do not linger.
     connector = aiohttp.TCPConnector(force_close=True)
     async with aiohttp.ClientSession(timeout=timeout, connector=connector) as session:
-        for i in range(0, len(bodies), 12):  # paced: the killing happens during the upload
-            await asyncio.gather(*(post(session, b) for b in bodies[i:i + 12]))
-            await asyncio.sleep(0.4)
+        for i in range(0, len(bodies), 8):  # paced: the killing happens during the upload
+            await asyncio.gather(*(post(session, b) for b in bodies[i:i + 8]))
+            await asyncio.sleep(0.6)
     return failures
 
 
 async def kill_repeatedly(procs: list[Proc], stop: asyncio.Event, rng: random.Random) -> None:
-    """SIGKILL a process, restart it; every process first (in a random order), then
-    random ones, until `stop` is set."""
+    """SIGKILL a process that is up, restart it; every process first (in a random
+    order), then random ones, until `stop` is set. A process is killed only while the
+    other one of its kind (the Aggregator's other front end or driver) is up: on a
+    loaded machine a restart takes seconds, and killing faster than processes come up
+    would only stall the test."""
     order = rng.sample(procs, len(procs))
+
+    def eligible(p: Proc) -> bool:
+        return p.ready() and all(q.ready() for q in procs
+                                 if q.config == p.config and q.mode == p.mode)
+
     while not stop.is_set() or order:
-        victim = order.pop() if order else rng.choice(procs)
-        await asyncio.sleep(rng.uniform(0.6, 1.2))
+        await asyncio.sleep(rng.uniform(0.3, 0.8))
+        candidates = [p for p in (order[-1:] if order else procs) if eligible(p)]
+        if not candidates:
+            continue
+        victim = rng.choice(candidates)
+        if order:
+            order.pop()
         victim.kill()
-        await asyncio.sleep(rng.uniform(0.0, 0.4))
+        await asyncio.sleep(rng.uniform(0.0, 0.3))
         victim.start()
 
 
