@@ -304,3 +304,74 @@ def test_sigkill_any_process_counts_every_acknowledged_report_once(
     with pytest.raises(CollectionError) as refused:
         asyncio.run(collect(Query.time_interval(Interval(Time(now - 11), Duration(3)))))
     assert "invalidBatchSize" in refused.value.problem_type
+
+
+def children(pid: int) -> set[int]:
+    path = Path(f"/proc/{pid}/task/{pid}/children")
+    return {int(p) for p in path.read_text().split()} if path.exists() else set()
+
+
+@pytest.mark.timeout(120)
+def test_supervisor_runs_restarts_and_stops_its_processes(tmp_path: Path) -> None:
+    """`python -m dap.server CONFIG --frontends 2 --drivers 1`: three children, the
+    front ends serving one port; a SIGKILLed child is replaced; SIGTERM stops all."""
+    if not Path(f"/proc/{os.getpid()}/task/{os.getpid()}/children").exists():
+        pytest.skip("needs /proc/PID/task/PID/children (Linux) to see the children")
+    port = free_port()
+    config = tmp_path / "leader.json"
+    write_config(config, "leader", port, str(tmp_path / "leader.sqlite"))
+    log = tmp_path / "supervisor.log"
+    env = {k: v for k, v in os.environ.items() if k != "PPM_DATASTORE_KEY"}
+    with open(log, "wb") as out:
+        sup = subprocess.Popen([sys.executable, "-m", "dap.server", str(config),
+                                "--frontends", "2", "--drivers", "1"], cwd=ROOT, env=env,
+                               stdout=out, stderr=subprocess.STDOUT)
+    try:
+        wait_ready(sup, port, timeout=60, log=log)
+        deadline = time.monotonic() + 60
+        while len(children(sup.pid)) < 3 or log.read_text().count("driver (background") < 1:
+            assert time.monotonic() < deadline, log.read_text()
+            time.sleep(0.1)
+        first = children(sup.pid)
+        assert len(first) == 3
+        victim = min(first)
+        os.kill(victim, signal.SIGKILL)
+        while True:
+            now = children(sup.pid)
+            if len(now) == 3 and victim not in now:
+                break
+            assert time.monotonic() < deadline, log.read_text()
+            time.sleep(0.1)
+        assert "restarting" in log.read_text()
+        wait_ready(sup, port, timeout=60, log=log)
+        sup.send_signal(signal.SIGTERM)
+        assert sup.wait(30) == 0
+        for pid in now:
+            assert not Path(f"/proc/{pid}").exists() or \
+                "zombie" in Path(f"/proc/{pid}/status").read_text()
+    finally:
+        if sup.poll() is None:
+            sup.kill()
+            sup.wait()
+
+
+def test_process_options_are_checked(tmp_path: Path) -> None:
+    """A bad process option, in the file or on the command line, is a one-line error
+    before anything is opened."""
+    from dap.cli.errors import CliError
+    from dap.cli.serve import serve
+    from dap.server.config import ConfigError, load_config_file
+
+    config = tmp_path / "leader.json"
+    write_config(config, "leader", free_port(), str(tmp_path / "leader.sqlite"))
+    data = json.loads(config.read_text())
+    config.write_text(json.dumps({**data, "mode": "everything"}))
+    with pytest.raises(ConfigError, match="mode must be one of all, frontend, driver"):
+        load_config_file(config)
+    config.write_text(json.dumps({**data, "work_poll_interval": 0}))
+    with pytest.raises(ConfigError, match="work_poll_interval must be a positive number"):
+        load_config_file(config)
+    config.write_text(json.dumps(data))
+    with pytest.raises(CliError, match="frontends must be a non-negative integer"):
+        serve(config, "leader", {"frontends": -1})
+    assert not (tmp_path / "leader.sqlite").exists()  # nothing was opened
