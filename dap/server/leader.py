@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from typing import Any
 
 import aiohttp
@@ -218,7 +219,9 @@ class LeaderWorker:
         self.in_flight: set[asyncio.Task[None]] = set()
         self.retention = RetentionTimer(st)
         # Tasks whose new reports made no job (fewer than min_job_size, or held back by
-        # a collection job): not looked at again before this time (dap.server.scheduling).
+        # a collection job): not looked at again before this time.monotonic(), unless
+        # the worker is woken (an upload, dap.server.scheduling). Real time, not the
+        # injectable clock: a test's frozen clock must not freeze job creation.
         self.create_not_before: dict[bytes, float] = {}
 
     def wake_self(self) -> None:
@@ -250,14 +253,17 @@ class LeaderWorker:
                         # Due-time scheduling (dap.server.scheduling): sleep until the
                         # earliest stored due time, a wake-up, or the poll for work other
                         # processes stored; never for every task.
+                        retry = min(self.create_not_before.values(), default=None)
                         try:
                             due = next_due(self.st.datastore, "leader", self.retention.next_at,
-                                           min(self.create_not_before.values(), default=None))
+                                           None if retry is None else self.st.clock()
+                                           + max(0.0, retry - time.monotonic()))
                         except Exception:  # noqa: BLE001 - the datastore is unavailable
                             log.exception("leader: cannot read the next due time")
                             due = None
-                        await sleep_until_work(wake, self.st.clock(), due,
-                                               cfg.work_poll_interval, cfg.worker_interval)
+                        if await sleep_until_work(wake, self.st.clock(), due,
+                                                  cfg.work_poll_interval, cfg.worker_interval):
+                            self.create_not_before.clear()  # woken: new work may be there
                     else:
                         await asyncio.sleep(0)
             finally:
@@ -287,14 +293,15 @@ class LeaderWorker:
                          tx.list_collection_jobs((CollectionJobState.START,), 1e300)]
             task_ids = sorted(set(task_ids))
             failing = {tid: w for tid in task_ids if (w := tx.get_task_work(tid)) is not None}
+        mono = time.monotonic()
         self.create_not_before = {t: at for t, at in self.create_not_before.items()
-                                  if at > now}
+                                  if at > mono}
         created = 0
         for tid in task_ids:
             work = failing.get(tid)
             if work is not None and work.next_attempt_at > now:
                 continue  # backing off after an error (recorded in task_work)
-            if self.create_not_before.get(tid, 0.0) > now:
+            if self.create_not_before.get(tid, 0.0) > mono:
                 continue  # made no job a moment ago (see below)
             # Per task: one task that cannot be loaded or whose reports make the core
             # raise (a bad option, a VDAF too large for memory) is recorded and retried
@@ -341,7 +348,7 @@ class LeaderWorker:
                     # Nothing made (too few reports yet, reports held back, or another
                     # process at work on it): look again after a poll interval, or once
                     # the stragglers are old enough.
-                    self.create_not_before[tid] = now + max(
+                    self.create_not_before[tid] = time.monotonic() + max(
                         cfg.worker_interval, min(cfg.work_poll_interval, cfg.straggler_age))
             except Exception as exc:  # noqa: BLE001 - isolate the task, record the error
                 self._task_failed(tid, work, exc)

@@ -88,17 +88,20 @@ class WorkEvent(asyncio.Event):
 
 
 async def sleep_until_work(wake: asyncio.Event, now: float, due: float | None,
-                           poll: float, floor: float) -> None:
+                           poll: float, floor: float) -> bool:
     """Sleep until `due` (a datastore time), at most `poll` seconds, at least `floor`
-    (no busy loop on work that is due but cannot run yet), or until `wake` is set."""
+    (no busy loop on work that is due but cannot run yet), or until `wake` is set.
+    Returns whether `wake` was set."""
     timeout = poll if due is None else min(poll, max(0.0, due - now))
     timeout = max(floor, timeout)
+    woken = False
     # asyncio.timeout, not wait_for: on Python 3.11 wait_for can swallow a cancellation
     # that arrives as the wake-up does, and the worker would then never stop.
     with contextlib.suppress(TimeoutError):
         async with asyncio.timeout(timeout):
-            await wake.wait()
+            woken = await wake.wait()
     wake.clear()
+    return woken
 
 
 def next_due(datastore: Any, role: str, *others: float | None) -> float | None:
