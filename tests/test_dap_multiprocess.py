@@ -25,7 +25,6 @@ import json
 import os
 import random
 import signal
-import sqlite3
 import subprocess
 import sys
 import time
@@ -42,7 +41,7 @@ from dap.hpke import generate_keypair
 from dap.profiles.dap18.client import generate_report
 from dap.profiles.dap18.messages import Query, UploadRequest
 from dap.provision import new_task
-from dap.storage import HpkeKeyRecord, HpkeKeyState
+from dap.storage import HpkeKeyRecord, HpkeKeyState, ReportState
 from dap.storage.sqlite import SqliteDatastore
 from tests.dap_harness import free_port, wait_ready
 from vdaf.prio3 import Prio3Sum
@@ -59,9 +58,17 @@ pytestmark = pytest.mark.skipif(not hasattr(__import__("socket"), "SO_REUSEPORT"
 
 @pytest.fixture(params=["sqlite"])
 def datastore_spec(request: pytest.FixtureRequest, tmp_path: Path) -> Callable[[str], str]:
-    """role -> the `datastore` of that Aggregator's configuration."""
+    """role -> the `datastore` of that Aggregator's configuration. (At the merge with the
+    PostgreSQL backend: a "postgresql" parameter giving a fresh database's URL per role,
+    and `open_datastore` opening it.)"""
     assert request.param == "sqlite"
     return lambda role: str(tmp_path / f"{role}.sqlite")
+
+
+def open_datastore(spec: str) -> Any:
+    """The datastore a configuration's `datastore` names (only through the Transaction
+    interface below, so that any backend serves)."""
+    return SqliteDatastore(spec, "NORMAL", key_from_env=False)
 
 
 class Proc:
@@ -123,7 +130,7 @@ def write_config(path: Path, role: str, port: int, datastore: str) -> None:
 
 
 def provision(datastore: str, record: Any, key: Any) -> None:
-    ds = SqliteDatastore(datastore, "NORMAL", key_from_env=False)
+    ds = open_datastore(datastore)
     try:
         with ds.transaction() as tx:
             tx.put_task(record)
@@ -191,12 +198,14 @@ async def kill_repeatedly(procs: list[Proc], stop: asyncio.Event, rng: random.Ra
         victim.start()
 
 
-def counts(datastore: str) -> dict[str, int]:
-    conn = sqlite3.connect(f"file:{datastore}?mode=ro", uri=True, timeout=30)
+def counts(datastore: str, task_id: bytes) -> dict[str, int]:
+    """The task's uploaded reports by state."""
+    ds = open_datastore(datastore)
     try:
-        return dict(conn.execute("SELECT state, COUNT(*) FROM client_reports GROUP BY state"))
+        with ds.transaction() as tx:
+            return {state.value: tx.count_reports(task_id, (state,)) for state in ReportState}
     finally:
-        conn.close()
+        ds.close()
 
 
 @pytest.fixture
@@ -286,7 +295,7 @@ def test_sigkill_any_process_counts_every_acknowledged_report_once(
     deadline = time.monotonic() + 60
     total = REPORTS + len(short)
     while True:
-        state = counts(cluster["datastore"])
+        state = counts(cluster["datastore"], bytes(pt.task.task_id))
         if state.get("aggregated", 0) == total:
             break
         assert not state.get("failed"), f"{state}\n{logs_tail(cluster['tmp_path'])}"
