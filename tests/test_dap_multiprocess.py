@@ -29,6 +29,8 @@ import signal
 import subprocess
 import sys
 import time
+import urllib.error
+import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -332,9 +334,10 @@ def test_supervisor_runs_restarts_and_stops_its_processes(tmp_path: Path) -> Non
     front ends serving one port; a SIGKILLed child is replaced; SIGTERM stops all."""
     if not Path(f"/proc/{os.getpid()}/task/{os.getpid()}/children").exists():
         pytest.skip("needs /proc/PID/task/PID/children (Linux) to see the children")
-    port = free_port()
+    port, health = free_port(), free_port()
     config = tmp_path / "leader.json"
     write_config(config, "leader", port, str(tmp_path / "leader.sqlite"))
+    config.write_text(json.dumps({**json.loads(config.read_text()), "health_port": health}))
     log = tmp_path / "supervisor.log"
     env = {k: v for k, v in os.environ.items() if k != "PPM_DATASTORE_KEY"}
     with open(log, "wb") as out:
@@ -349,6 +352,22 @@ def test_supervisor_runs_restarts_and_stops_its_processes(tmp_path: Path) -> Non
             time.sleep(0.1)
         first = children(sup.pid)
         assert len(first) == 3
+        # The driver's health check (it listens just after the driver logs its start).
+        while True:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{health}/healthz",
+                                            timeout=10) as r:
+                    assert r.status == 200
+                    assert json.loads(r.read()) == {"role": "leader", "mode": "driver",
+                                                    "worker": "running"}
+                    break
+            except ConnectionRefusedError:
+                assert time.monotonic() < deadline, log.read_text()
+                time.sleep(0.1)
+            except urllib.error.URLError as exc:
+                assert isinstance(exc.reason, ConnectionRefusedError), exc
+                assert time.monotonic() < deadline, log.read_text()
+                time.sleep(0.1)
         victim = min(first)
         os.kill(victim, signal.SIGKILL)
         while True:

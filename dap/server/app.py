@@ -104,6 +104,25 @@ def dp_tasks(st: AppState) -> list[AggregatorTask]:
     return out
 
 
+# The background worker's asyncio tasks (a driver's health check looks at them).
+WORKER_TASKS: web.AppKey[list[asyncio.Task[None]]] = web.AppKey("worker_tasks", list)
+
+
+def health_app(app: web.Application) -> web.Application:
+    """A driver's health check (`health_port`): GET /healthz answers 200 while its
+    background worker runs, 503 once it has stopped (it never should)."""
+    async def healthz(request: web.Request) -> web.StreamResponse:
+        tasks = app.get(WORKER_TASKS, [])
+        running = bool(tasks) and not any(t.done() for t in tasks)
+        return web.json_response({"role": app[CONFIG_KEY].role, "mode": "driver",
+                                  "worker": "running" if running else "stopped"},
+                                 status=200 if running else 503)
+
+    health = web.Application()
+    health.router.add_get("/healthz", healthz)
+    return health
+
+
 def build_app(config: AggregatorConfig, datastore: Datastore | None = None,
               clock: Callable[[], float] = time.time,
               background: bool = True, rng: Rng = OS_RNG) -> web.Application:
@@ -146,6 +165,7 @@ def build_app(config: AggregatorConfig, datastore: Datastore | None = None,
         # DP noise is drawn here, in the background, never on a request (dap.dp).
         noise = asyncio.create_task(keep_noise_reserves(
             DpTaskList(st), st.rng, min(1.0, max(0.05, 4 * config.worker_interval))))
+        app[WORKER_TASKS] = [task, noise]
         yield
         for t in (task, noise):
             t.cancel()
@@ -175,8 +195,11 @@ def run(config: AggregatorConfig) -> None:
         return
     if config.mode == "driver":
         app = build_app(config)
+        health = None
+        if config.health_port is not None:
+            health = (health_app(app), config.listen_host, config.health_port)
         log.info("%s driver (background work, no listener) started", config.role)
-        run_without_listener(app)
+        run_without_listener(app, health)
         return
     try:
         tls = ssl_context(config.tls_cert, config.tls_key)

@@ -52,6 +52,8 @@ Example (every key but `role` and `datastore` is optional)::
       "frontends": 0, "drivers": 0,      # > 0: supervise that many frontend and driver
                                          # processes on this host (dap/server/processes.py)
       "reuse_port": false,               # SO_REUSEPORT: front ends share listen_port
+      "health_port": null,               # a driver: GET /healthz on this port (200 while
+                                         # its background worker runs)
       "work_poll_interval": 0.5          # seconds: how often a driver looks for work
                                          # stored by other processes (due times and
                                          # in-process wake-ups need no poll)
@@ -125,6 +127,7 @@ class AggregatorConfig:
     frontends: int = 0
     drivers: int = 0
     reuse_port: bool = False
+    health_port: int | None = None
     work_poll_interval: float = 0.5
 
     def __post_init__(self) -> None:
@@ -168,6 +171,10 @@ class AggregatorConfig:
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 0:
                 raise ValueError(f"{name} must be a non-negative integer")
+        if self.health_port is not None and (
+                not isinstance(self.health_port, int) or isinstance(self.health_port, bool)
+                or not 0 <= self.health_port <= 65535):
+            raise ValueError("health_port must be a port number or null")
         if not isinstance(self.reuse_port, bool):
             raise ValueError("reuse_port must be true or false")
         if isinstance(self.work_poll_interval, bool) or \

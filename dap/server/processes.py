@@ -3,7 +3,8 @@
 
 The supervisor starts N front ends (`mode: frontend`: HTTP only; with N > 1 they share
 `listen_port` through SO_REUSEPORT, the kernel spreading connections over them) and M
-drivers (`mode: driver`: the background work, no listener), all on the configuration's
+drivers (`mode: driver`: the background work, no listener but, with `health_port`, a
+health check on health_port + i for driver i), all on the configuration's
 datastore, and restarts any that exits (with a backoff when one keeps failing). SIGINT
 or SIGTERM stops them all (SIGTERM to each, SIGKILL after `STOP_GRACE` seconds).
 
@@ -63,6 +64,8 @@ def child_configs(config: AggregatorConfig, folder: Path) -> list[tuple[str, str
         data = dict(base, mode=mode)
         if mode == "frontend" and config.frontends > 1:
             data["reuse_port"] = True
+        if mode == "driver" and config.health_port is not None:
+            data["health_port"] = config.health_port + i  # one port per driver
         path = folder / f"{config.role}-{mode}-{i}.json"
         fd = os.open(path, os.O_CREAT | os.O_WRONLY | os.O_TRUNC, 0o600)
         with os.fdopen(fd, "w") as f:

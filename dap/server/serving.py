@@ -328,13 +328,20 @@ def serve_forever(app: web.Application, host: str, port: int, limits: HttpLimits
     asyncio.run(main())
 
 
-def run_without_listener(app: web.Application) -> None:
+def run_without_listener(app: web.Application,
+                         health: tuple[web.Application, str, int] | None = None) -> None:
     """Run ``app``'s startup and background work with no HTTP listener (a driver
-    process, `mode: driver`) until SIGINT or SIGTERM, then shut down cleanly."""
+    process, `mode: driver`) until SIGINT or SIGTERM, then shut down cleanly. `health`:
+    (app, host, port) of a small health check served meanwhile."""
 
     async def main() -> None:
         runner = web.AppRunner(app)
         await runner.setup()  # on_startup and cleanup_ctx: the background worker starts
+        health_runner = None
+        if health is not None:
+            health_runner = web.AppRunner(health[0])
+            await health_runner.setup()
+            await web.TCPSite(health_runner, health[1], health[2]).start()
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
@@ -345,6 +352,8 @@ def run_without_listener(app: web.Application) -> None:
         try:
             await stop.wait()
         finally:
+            if health_runner is not None:
+                await health_runner.cleanup()
             await runner.cleanup()
 
     asyncio.run(main())
