@@ -381,8 +381,7 @@ def test_supervisor_runs_restarts_and_stops_its_processes(tmp_path: Path) -> Non
         sup.send_signal(signal.SIGTERM)
         assert sup.wait(30) == 0
         for pid in now:
-            assert not Path(f"/proc/{pid}").exists() or \
-                "zombie" in Path(f"/proc/{pid}/status").read_text()
+            assert not running(pid)
     finally:
         if sup.poll() is None:
             sup.kill()
@@ -409,3 +408,38 @@ def test_process_options_are_checked(tmp_path: Path) -> None:
     with pytest.raises(CliError, match="frontends must be a non-negative integer"):
         serve(config, "leader", {"frontends": -1})
     assert not (tmp_path / "leader.sqlite").exists()  # nothing was opened
+
+
+@pytest.mark.timeout(120)
+def test_supervisor_killed_takes_its_processes_along(tmp_path: Path) -> None:
+    """SIGKILL of the supervisor: its children get SIGTERM (PR_SET_PDEATHSIG), so no
+    orphaned front end keeps the port."""
+    if not sys.platform.startswith("linux"):
+        pytest.skip("PR_SET_PDEATHSIG is Linux's")
+    port = free_port()
+    config = tmp_path / "leader.json"
+    write_config(config, "leader", port, str(tmp_path / "leader.sqlite"))
+    log = tmp_path / "supervisor.log"
+    env = {k: v for k, v in os.environ.items() if k != "PPM_DATASTORE_KEY"}
+    with open(log, "wb") as out:
+        sup = subprocess.Popen([sys.executable, "-m", "dap.server", str(config),
+                                "--frontends", "1"], cwd=ROOT, env=env,
+                               stdout=out, stderr=subprocess.STDOUT)
+    try:
+        wait_ready(sup, port, timeout=60, log=log)
+        (child,) = children(sup.pid)
+    finally:
+        sup.kill()
+        sup.wait()
+    deadline = time.monotonic() + 30
+    while running(child):
+        assert time.monotonic() < deadline, f"child {child} outlived its supervisor"
+        time.sleep(0.1)
+
+
+def running(pid: int) -> bool:
+    """Whether a process exists and is not a zombie."""
+    try:
+        return "zombie" not in Path(f"/proc/{pid}/status").read_text(errors="replace")
+    except OSError:
+        return False

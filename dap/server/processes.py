@@ -25,7 +25,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
 
@@ -45,12 +45,25 @@ class Child:
     started_at: float = 0.0
     failures: int = 0
     restart_at: float = 0.0
-    restarts: int = field(default=0)
+    restarts: int = 0
 
     def start(self) -> None:
-        self.proc = subprocess.Popen([sys.executable, "-m", "dap.server", self.config_path])
+        self.proc = subprocess.Popen([sys.executable, "-m", "dap.server", self.config_path],
+                                     preexec_fn=_die_with_parent)
         self.started_at = time.monotonic()
         log.info("%s started (pid %d)", self.name, self.proc.pid)
+
+
+def _die_with_parent() -> None:
+    """In the child, before exec: on Linux, SIGTERM when the supervisor dies (even by
+    SIGKILL), so that no orphaned front end keeps the port."""
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        try:
+            ctypes.CDLL(None).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+        except (OSError, AttributeError):
+            pass
 
 
 def child_configs(config: AggregatorConfig, folder: Path) -> list[tuple[str, str]]:
