@@ -50,11 +50,11 @@ from tests.dap_harness import free_port, wait_ready
 from vdaf.prio3 import Prio3Sum
 
 ROOT = Path(__file__).resolve().parent.parent
-REPORTS = 240
+REPORTS = 160
 PER_REQUEST = 4
 MIN_BATCH_SIZE = 10
 SEED = 14
-MIN_KILLS = 12
+MIN_KILLS = 10
 
 pytestmark = pytest.mark.skipif(not hasattr(__import__("socket"), "SO_REUSEPORT"),
                                 reason="needs SO_REUSEPORT (front ends sharing a port)")
