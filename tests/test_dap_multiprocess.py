@@ -443,3 +443,67 @@ def running(pid: int) -> bool:
         return "zombie" not in Path(f"/proc/{pid}/status").read_text(errors="replace")
     except OSError:
         return False
+
+
+def test_two_creators_never_put_a_report_in_two_jobs(tmp_path: Path) -> None:
+    """Two Leader workers (two datastore connections, two lease holders: what two
+    driver processes are) making aggregation jobs for one task at once, in their worker
+    threads: every report ends in exactly one job."""
+    from dap.common import Role
+    from dap.server import leader as leader_server
+    from dap.server.app import build_app
+    from dap.server.common import STATE_KEY
+    from dap.server.config import AggregatorConfig
+
+    path = str(tmp_path / "leader.sqlite")
+    vdaf = Prio3Sum(2, 100)
+    pt = new_task(vdaf, "http://127.0.0.1:9/", "http://127.0.0.1:9/",
+                  min_batch_size=MIN_BATCH_SIZE, time_precision=60)
+    keys = {"leader": generate_keypair(1), "helper": generate_keypair(2)}
+    provision(path, pt.record("leader"), keys["leader"])
+    config = AggregatorConfig(role="leader", datastore=path, sqlite_synchronous="OFF",
+                              max_job_size=7, straggler_age=0.0, worker_threads=2)
+    now = int(time.time()) // pt.task.time_precision
+    rng = random.Random(SEED)
+    reports = [generate_report(pt.task, rng.randrange(101), time=now,
+                               leader_hpke_config=keys["leader"].config,
+                               helper_hpke_config=keys["helper"].config, vdaf=vdaf)
+               for _ in range(120)]
+
+    async def run() -> None:
+        apps = [build_app(config, background=False) for _ in range(2)]
+        workers = []
+        for i, app in enumerate(apps):
+            st = app[STATE_KEY]
+            worker = leader_server.LeaderWorker(app, st)
+            worker.holder = bytes([i]) * 16
+            workers.append(worker)
+        st0 = apps[0][STATE_KEY]
+        task = st0.task(pt.task.task_id, Role.LEADER)
+        errors = leader_server.store_upload(st0, task, st0.keyring(),
+                                            UploadRequest(tuple(reports)).encode())
+        assert errors == []
+        for _ in range(200):
+            # Job creation only: nothing is stepped (in_flight stays empty).
+            await asyncio.gather(*(w.create_jobs() for w in workers))
+            with st0.datastore.transaction() as tx:
+                if tx.count_reports(pt.task.task_id, (ReportState.NEW,)) == 0:
+                    break
+            for w in workers:
+                w.create_not_before.clear()
+        for app in apps:
+            app[STATE_KEY].close()
+            app[STATE_KEY].datastore.close()
+
+    asyncio.run(run())
+    ds = open_datastore(path)
+    try:
+        with ds.transaction() as tx:
+            assert tx.count_reports(pt.task.task_id, (ReportState.IN_JOB,)) == len(reports)
+            jobs = {bytes(r.aggregation_job_id or b"") for r in tx.get_client_reports(
+                pt.task.task_id, [bytes(r.report_metadata.report_id) for r in reports])}
+            in_jobs = [bytes(ra.report_id) for job_id in jobs
+                       for ra in tx.get_report_aggregations(pt.task.task_id, job_id)]
+    finally:
+        ds.close()
+    assert sorted(in_jobs) == sorted(bytes(r.report_metadata.report_id) for r in reports)

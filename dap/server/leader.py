@@ -223,6 +223,9 @@ class LeaderWorker:
         # the worker is woken (an upload, dap.server.scheduling). Real time, not the
         # injectable clock: a test's frozen clock must not freeze job creation.
         self.create_not_before: dict[bytes, float] = {}
+        # This worker's name in the leases it takes (the process's; a test running two
+        # workers in one process gives each its own).
+        self.holder = HOLDER
 
     def wake_self(self) -> None:
         """Run the next pass now (work this process made: no other process is told)."""
@@ -315,11 +318,12 @@ class LeaderWorker:
                     # reports still new, so no report is ever put into two jobs.
                     now = st.clock()
                     with st.datastore.transaction() as tx:
-                        if not tx.try_lease(CREATE_JOBS, tid, HOLDER, now, cfg.job_lease):
+                        if not tx.try_lease(CREATE_JOBS, tid, self.holder, now,
+                                            cfg.job_lease):
                             return -1  # another process is making this task's jobs
                         new = core.reports_ready(tx, task, now, sizes)
                         if not new and not agg_params.uses_agg_param(task):
-                            tx.release_lease(CREATE_JOBS, tid, HOLDER)
+                            tx.release_lease(CREATE_JOBS, tid, self.holder)
                             return 0
                     prepared = None
                     if new:
@@ -329,7 +333,7 @@ class LeaderWorker:
                                                                  cfg.clock_skew)
                     with st.datastore.transaction() as tx:
                         # Compare-and-set: commit only while the lease is still ours.
-                        if not tx.try_lease(CREATE_JOBS, tid, HOLDER, st.clock(),
+                        if not tx.try_lease(CREATE_JOBS, tid, self.holder, st.clock(),
                                             cfg.job_lease):
                             return -1
                         count = len(core.create_aggregation_jobs(
@@ -337,7 +341,7 @@ class LeaderWorker:
                             prepared=prepared))
                         if work is not None:
                             tx.delete_task_work(tid)
-                        tx.release_lease(CREATE_JOBS, tid, HOLDER)
+                        tx.release_lease(CREATE_JOBS, tid, self.holder)
                     return count
 
                 # In a worker thread, not on the event loop.
@@ -367,7 +371,7 @@ class LeaderWorker:
         with st.datastore.transaction() as tx:
             tx.put_task_work(TaskWorkRecord(task_id, attempts, st.clock() + delay,
                                             describe(exc)))
-            tx.release_lease(CREATE_JOBS, task_id, HOLDER)
+            tx.release_lease(CREATE_JOBS, task_id, self.holder)
 
     # stepping aggregation jobs
     async def step_jobs(self) -> bool:
@@ -549,7 +553,8 @@ class LeaderWorker:
             # One driver per collection job at a time (a lease: see _lease_collection).
             key = bytes(job.task_id) + bytes(job.job_id)
             with st.datastore.transaction() as tx:
-                if not tx.try_lease(COLLECTION, key, HOLDER, st.clock(), st.config.job_lease):
+                if not tx.try_lease(COLLECTION, key, self.holder, st.clock(),
+                                    st.config.job_lease):
                     continue
             # Per job: an error is recorded on the job, which is retried with backoff and
             # failed after max_item_attempts (at once if its task was deleted); the other
@@ -560,14 +565,14 @@ class LeaderWorker:
                 self._collection_failed(job, exc)
             finally:
                 with st.datastore.transaction() as tx:
-                    tx.release_lease(COLLECTION, key, HOLDER)
+                    tx.release_lease(COLLECTION, key, self.holder)
         return progressed
 
     def _lease_collection(self, tx: Any, job: CollectionJobRecord) -> bool:
         """Whether this process still holds the job's lease (renewed): the compare of a
         compare-and-set before the job's state changes."""
-        return bool(tx.try_lease(COLLECTION, bytes(job.task_id) + bytes(job.job_id), HOLDER,
-                                 self.st.clock(), self.st.config.job_lease))
+        return bool(tx.try_lease(COLLECTION, bytes(job.task_id) + bytes(job.job_id),
+                                 self.holder, self.st.clock(), self.st.config.job_lease))
 
     def _collection_failed(self, job: CollectionJobRecord, exc: BaseException) -> None:
         st = self.st
