@@ -69,21 +69,24 @@ def ensure_hpke_key(datastore: Datastore, rng: Rng) -> None:
 
 
 class DpTaskList:
-    """`dp_tasks`, listed again at most every `refresh` seconds: the noise reserves are
-    checked often, and listing (and loading) every task each time would cost an idle
-    Aggregator with many tasks a share of a core (benchmarks/idle_tasks.py)."""
+    """`dp_tasks`, listed again only after `spacing` times as long as the last listing
+    took: the noise reserves are checked often, and listing (and loading) every task each
+    time would cost an idle Aggregator with many tasks a share of a core
+    (benchmarks/idle_tasks.py), while with a few tasks a new DP task's reserve starts
+    filling at the next check."""
 
-    def __init__(self, st: AppState, refresh: float = 1.0) -> None:
+    def __init__(self, st: AppState, spacing: float = 100.0) -> None:
         self.st = st
-        self.refresh = refresh
+        self.spacing = spacing
         self._tasks: list[AggregatorTask] = []
-        self._at: float | None = None
+        self._next = 0.0
 
     def __call__(self) -> list[AggregatorTask]:
-        now = time.monotonic()
-        if self._at is None or now - self._at >= self.refresh:
+        start = time.monotonic()
+        if start >= self._next:
             self._tasks = dp_tasks(self.st)
-            self._at = now
+            done = time.monotonic()
+            self._next = done + self.spacing * (done - start)
         return self._tasks
 
 
