@@ -15,7 +15,10 @@ Example (every key but `role` and `datastore` is optional)::
       "retry_after": 1,                  # seconds, in Retry-After headers
       "hpke_cache_max_age": 86400,       # Cache-Control max-age of hpke_config
       "collection_give_up_after": null,  # seconds; then invalidBatchSize
-      "worker_interval": 0.05, "job_concurrency": 4,
+      "worker_interval": 0.05, "job_concurrency": 4,   # worker_interval: the shortest
+                                         # pause of a worker with nothing to do (it
+                                         # sleeps until the next due time, a wake-up or
+                                         # work_poll_interval; dap/server/scheduling.py)
       "job_lease": 60.0,                 # seconds a worker holds a job it is stepping
                                          # (> http_timeout); a crashed worker's jobs
                                          # resume once it has expired
