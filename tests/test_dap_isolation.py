@@ -24,7 +24,7 @@ import pytest
 from dap.common import BatchMode
 from dap.core import helper as core_helper
 from dap.provision import ProvisionedTask, b64, new_task
-from dap.storage import AggregationJobState, CollectionJobState
+from dap.storage import AggregationJobState, ClientReportRecord, CollectionJobState
 from tests.dap_harness import PROTOS, AggregatorPair
 
 PROTO = PROTOS[0]
@@ -99,6 +99,12 @@ def test_stored_tasks_that_cannot_run_do_not_stop_the_others(tmp_path: Path) -> 
     async def run() -> None:
         async with AggregatorPair(tmp_path) as pair:
             bad = _stored_bad_tasks(pair)
+            # Each with a report waiting (stored by that older version): the worker looks
+            # only at tasks with work (dap.server.scheduling), and these have some.
+            with pair.leader_state.datastore.transaction() as tx:
+                for pt in bad.values():
+                    tx.put_client_report(ClientReportRecord(pt.task.task_id, bytes(16), 0,
+                                                            b"stored report"))
             ok = healthy(pair)
             async with pair.client(ok) as client:
                 await client.upload([1, 1, 0, 1])

@@ -4,7 +4,6 @@ describes (aiohttp, Ctrl-C to stop). `python -m dap.server FILE` is the same wit
 from __future__ import annotations
 
 import argparse
-import dataclasses
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -23,17 +22,24 @@ def load_config(path: str | Path, role: str | None = None) -> Any:
         raise usage_error(str(exc)) from None
 
 
-def serve(path: str | Path, role: str | None = None) -> int:
-    """Run the aggregator a configuration file describes until interrupted."""
-    return serve_config(load_config(path, role))
+def serve(path: str | Path, role: str | None = None,
+          processes: dict[str, Any] | None = None) -> int:
+    """Run the aggregator a configuration file describes until interrupted.
+    `processes`: the command line's --mode, --reuse-port, --frontends and --drivers,
+    over the configuration's keys."""
+    return serve_config(load_config(path, role), processes)
 
 
-def serve_config(config: Any) -> int:
+def serve_config(config: Any, processes: dict[str, Any] | None = None) -> int:
     """Run the aggregator of an AggregatorConfig until interrupted."""
     from dap.server.app import run
-    from dap.server.config import ConfigError
+    from dap.server.config import ConfigError, with_overrides
     from dap.storage import StorageError
 
+    try:
+        config = with_overrides(config, processes or {})
+    except ConfigError as exc:
+        raise usage_error(str(exc)) from None
     try:
         run(config)
     except (ConfigError, StorageError) as exc:
@@ -49,15 +55,46 @@ def _cmd_serve(role: str) -> Callable[[argparse.Namespace], int]:
         config = load_config(args.config, role)
         overrides = {k: v for k, v in (("log_level", args.log_level),
                                        ("log_format", args.log_format)) if v is not None}
-        config = dataclasses.replace(config, **overrides)
+        overrides.update(process_options(args))
+        from dap.server.config import ConfigError, with_overrides
+
+        try:
+            config = with_overrides(config, overrides)
+        except ConfigError as exc:
+            raise usage_error(str(exc)) from None
         if args.check:
             print(f"{args.config}: a valid {role} configuration (listens on "
                   f"{config.scheme}://{config.listen_host}:{config.listen_port}/, datastore "
-                  f"{config.datastore}, admin API {'on' if config.admin_token else 'off'})")
+                  f"{config.datastore}, admin API {'on' if config.admin_token else 'off'}, "
+                  f"mode {config.mode})")
             return 0
         return serve_config(config)
 
     return run_command(cmd)
+
+
+def add_process_options(p: argparse.ArgumentParser) -> None:
+    """--mode, --reuse-port, --frontends, --drivers (dap/server/processes.py)."""
+    g = p.add_argument_group("processes (several per Aggregator, one datastore)")
+    g.add_argument("--mode", choices=("all", "frontend", "driver"),
+                   help="this process serves HTTP and does the background work (all, the "
+                   "default), serves HTTP only (frontend), or does the background work "
+                   "only, with no listener (driver)")
+    g.add_argument("--reuse-port", action="store_true", default=None,
+                   help="listen with SO_REUSEPORT, so that several front ends on this host "
+                   "share the port")
+    g.add_argument("--frontends", type=int, metavar="N",
+                   help="supervise N front end processes (sharing the port)")
+    g.add_argument("--drivers", type=int, metavar="M",
+                   help="supervise M driver processes (background work)")
+
+
+def process_options(args: argparse.Namespace) -> dict[str, Any]:
+    """The process options given on the command line, as configuration keys."""
+    names = {"mode": "mode", "reuse_port": "reuse_port", "frontends": "frontends",
+             "drivers": "drivers"}
+    return {key: getattr(args, attr) for attr, key in names.items()
+            if getattr(args, attr, None) is not None}
 
 
 def _cmd_relay(args: argparse.Namespace) -> int:
@@ -103,6 +140,7 @@ def register(subparsers: Any) -> None:
                        help="override the configuration's log_level (default INFO)")
         p.add_argument("--log-format", choices=("text", "json"),
                        help="override log_format: text, or json (one object per line)")
+        add_process_options(p)
         p.set_defaults(func=_cmd_serve(role))
     _register_config(subparsers)
 
@@ -167,4 +205,5 @@ def _register_config(subparsers: Any) -> None:
     init.set_defaults(func=run_command(_cmd_config_init))
 
 
-__all__ = ["load_config", "register", "run_command", "serve"]
+__all__ = ["add_process_options", "load_config", "process_options", "register",
+           "run_command", "serve"]

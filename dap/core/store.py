@@ -162,6 +162,11 @@ class AggregationJobRecord:
     lease_expiry: float = 0.0
     error: str | None = None
     created_at: float = 0.0
+    # Who holds the lease (`acquire_aggregation_jobs` draws a new token each time): a
+    # worker commits its work on the job only while the token is still its own
+    # (`get_leased_aggregation_job`), so one whose lease expired and was taken by another
+    # process cannot write over that process's work.
+    lease_token: bytes = b""
 
     def __post_init__(self) -> None:
         self.state = AggregationJobState(self.state)
@@ -315,6 +320,16 @@ class Transaction(Protocol):
                                      ) -> AggregationJobRecord | None: ...
     def acquire_aggregation_jobs(self, role: str, now: float, lease: float, limit: int
                                  ) -> list[AggregationJobRecord]: ...
+    # (Above: active jobs of `role` due (next_attempt_at <= now) and not leased (lease
+    # expired), oldest due first; each gets lease_expiry = now + lease and a fresh random
+    # lease_token. Concurrent callers in other processes never get the same job while its
+    # lease runs: SQLite's BEGIN IMMEDIATE, PostgreSQL's FOR UPDATE SKIP LOCKED.)
+    def get_leased_aggregation_job(self, task_id: bytes, job_id: bytes, lease_token: bytes
+                                   ) -> AggregationJobRecord | None:
+        """The job if its lease token is still `lease_token` (nobody acquired it since),
+        locked until the transaction ends (PostgreSQL: SELECT ... FOR UPDATE); None
+        otherwise. The compare of a compare-and-set: the caller then updates it."""
+        ...
     def count_active_aggregation_jobs(self, task_id: bytes, batch_id: bytes | None = None,
                                       time_from: int | None = None,
                                       time_to: int | None = None) -> int: ...
@@ -390,6 +405,30 @@ class Transaction(Protocol):
     def get_task_work(self, task_id: bytes) -> TaskWorkRecord | None: ...
     def put_task_work(self, record: TaskWorkRecord) -> None: ...
     def delete_task_work(self, task_id: bytes) -> None: ...
+
+    # several processes per Aggregator (dap.server.scheduling): named leases, and the
+    # indexed queries that find work without looking at every task
+    def try_lease(self, kind: str, key: bytes, holder: bytes, now: float, duration: float
+                  ) -> bool:
+        """Take (or renew) the lease `kind`/`key` for `holder` until `now + duration`,
+        if it is free, expired, or already `holder`'s. Returns whether `holder` holds it
+        now. Within a transaction that then writes, a True is a compare-and-set: nobody
+        else took the lease meanwhile (PostgreSQL: the row stays locked until commit)."""
+        ...
+    def release_lease(self, kind: str, key: bytes, holder: bytes) -> None:
+        """Give the lease up, if `holder` holds it."""
+        ...
+    def tasks_with_new_reports(self, limit: int) -> list[bytes]:
+        """IDs of the tasks that have reports in state NEW (at most `limit`, in task ID
+        order), from an index: the cost grows with the tasks that have work, not with the
+        tasks or the reports."""
+        ...
+    def next_work_due(self, role: str) -> float | None:
+        """The earliest time at which background work of `role` becomes due: an active
+        aggregation job's max(next_attempt_at, lease_expiry), and the Leader's pending
+        collection jobs' / the Helper's started aggregate shares' next_attempt_at. None:
+        nothing pending. (Work that is due now gives a time <= now.)"""
+        ...
 
     # retention (dap.core.retention): what the Aggregator has evicted, and the evictions
     def get_eviction_horizon(self, task_id: bytes) -> int | None: ...

@@ -13,12 +13,24 @@ def main(argv: list[str] | None = None) -> int:
         prog="python -m dap.server",
         description="Serve a DAP Leader or Helper from an AggregatorConfig JSON file.")
     parser.add_argument("config", metavar="CONFIG_FILE", help="aggregator configuration")
+    parser.add_argument("--mode", choices=("all", "frontend", "driver"),
+                        help="HTTP and background work (all), HTTP only (frontend), or "
+                        "background work only (driver)")
+    parser.add_argument("--reuse-port", action="store_true", default=None,
+                        help="SO_REUSEPORT: front ends on this host share the port")
+    parser.add_argument("--frontends", type=int, metavar="N",
+                        help="supervise N front end processes")
+    parser.add_argument("--drivers", type=int, metavar="M",
+                        help="supervise M driver processes")
     args = parser.parse_args(argv)
     from dap.server.app import run
-    from dap.server.config import ConfigError, load_config_file
+    from dap.server.config import ConfigError, load_config_file, with_overrides
 
+    overrides = {k: v for k, v in (("mode", args.mode), ("reuse_port", args.reuse_port),
+                                   ("frontends", args.frontends), ("drivers", args.drivers))
+                 if v is not None}
     try:
-        config = load_config_file(args.config)
+        config = with_overrides(load_config_file(args.config), overrides)
     except ConfigError as exc:
         print(f"python -m dap.server: error: {exc}", file=sys.stderr)
         return 2

@@ -33,7 +33,8 @@ from dap.server.common import (
     state,
 )
 from dap.server.config import AggregatorConfig, ConfigError
-from dap.server.serving import handler_args, serve_forever, ssl_context
+from dap.server.scheduling import WorkEvent
+from dap.server.serving import handler_args, run_without_listener, serve_forever, ssl_context
 from dap.storage import Datastore, HpkeKeyState, open_datastore
 
 log = logging.getLogger("ppm.server")
@@ -66,6 +67,28 @@ def ensure_hpke_key(datastore: Datastore, rng: Rng) -> None:
             add_hpke_key(tx, HpkeKeyState.ACTIVE, rng=rng)
 
 
+class DpTaskList:
+    """`dp_tasks`, listed again only after `spacing` times as long as the last listing
+    took: the noise reserves are checked often, and listing (and loading) every task each
+    time would cost an idle Aggregator with many tasks a share of a core
+    (benchmarks/idle_tasks.py), while with a few tasks a new DP task's reserve starts
+    filling at the next check."""
+
+    def __init__(self, st: AppState, spacing: float = 100.0) -> None:
+        self.st = st
+        self.spacing = spacing
+        self._tasks: list[AggregatorTask] = []
+        self._next = 0.0
+
+    def __call__(self) -> list[AggregatorTask]:
+        start = time.monotonic()
+        if start >= self._next:
+            self._tasks = dp_tasks(self.st)
+            done = time.monotonic()
+            self._next = done + self.spacing * (done - start)
+        return self._tasks
+
+
 def dp_tasks(st: AppState) -> list[AggregatorTask]:
     """This Aggregator's tasks that have a DP policy (for their noise reserves)."""
     role = Role.LEADER if st.config.role == "leader" else Role.HELPER
@@ -83,12 +106,33 @@ def dp_tasks(st: AppState) -> list[AggregatorTask]:
     return out
 
 
+# The background worker's asyncio tasks (a driver's health check looks at them).
+WORKER_TASKS: web.AppKey[list[asyncio.Task[None]]] = web.AppKey("worker_tasks", list)
+
+
+def health_app(app: web.Application) -> web.Application:
+    """A driver's health check (`health_port`): GET /healthz answers 200 while its
+    background worker runs, 503 once it has stopped (it never should)."""
+    async def healthz(request: web.Request) -> web.StreamResponse:
+        tasks = app.get(WORKER_TASKS, [])
+        running = bool(tasks) and not any(t.done() for t in tasks)
+        return web.json_response({"role": app[CONFIG_KEY].role, "mode": "driver",
+                                  "worker": "running" if running else "stopped"},
+                                 status=200 if running else 503)
+
+    health = web.Application()
+    health.router.add_get("/healthz", healthz)
+    return health
+
+
 def build_app(config: AggregatorConfig, datastore: Datastore | None = None,
               clock: Callable[[], float] = time.time,
               background: bool = True, rng: Rng = OS_RNG) -> web.Application:
-    """The Leader's or Helper's application. With `background`, its worker starts with
-    the app (and is cancelled on shutdown). `rng` is all the randomness the protocol
-    core draws (IDs, HPKE keys); the OS CSPRNG unless a test passes a seeded one."""
+    """The Leader's or Helper's application. With `background` (and unless the
+    configuration's `mode` is "frontend"), its worker starts with the app (and is
+    cancelled on shutdown). `rng` is all the randomness the protocol core draws (IDs,
+    HPKE keys); the OS CSPRNG unless a test passes a seeded one."""
+    background = background and config.mode != "frontend"
     ds = datastore or open_datastore(config.datastore,
                                      sqlite_synchronous=config.sqlite_synchronous)
     ensure_hpke_key(ds, rng)
@@ -109,12 +153,12 @@ def build_app(config: AggregatorConfig, datastore: Datastore | None = None,
     metrics.install(app)  # GET /metrics, with the admin API's token
     if config.role == "leader":
         leader_routes.add_routes(app)
-        app[leader_routes.WAKE_KEY] = asyncio.Event()
+        app[leader_routes.WAKE_KEY] = WorkEvent(ds, "leader")
         if config.ohttp_gateway:
             gateway.add_routes(app, gateway.load_or_create_key(config.gateway_key_path()))
     else:
         helper_routes.add_routes(app)
-        app[helper_routes.WAKE_KEY] = asyncio.Event()
+        app[helper_routes.WAKE_KEY] = WorkEvent(ds, "helper")
 
     async def run_worker(app: web.Application) -> AsyncIterator[None]:
         if config.role == "leader":
@@ -124,7 +168,8 @@ def build_app(config: AggregatorConfig, datastore: Datastore | None = None,
             task = asyncio.create_task(helper_routes.worker(app, st))
         # DP noise is drawn here, in the background, never on a request (dap.dp).
         noise = asyncio.create_task(keep_noise_reserves(
-            lambda: dp_tasks(st), st.rng, min(1.0, max(0.05, 4 * config.worker_interval))))
+            DpTaskList(st), st.rng, min(1.0, max(0.05, 4 * config.worker_interval))))
+        app[WORKER_TASKS] = [task, noise]
         yield
         for t in (task, noise):
             t.cancel()
@@ -146,15 +191,30 @@ def run(config: AggregatorConfig) -> None:
     """Serve until interrupted (`ppm leader` / `ppm helper`). A configuration that
     cannot be used (TLS files, the datastore key) raises ConfigError or StorageError."""
     logs.configure(config.log_level, config.log_format)
+    if config.frontends or config.drivers:
+        from dap.server.processes import supervise
+
+        supervise(config)
+        return
+    if config.mode == "driver":
+        app = build_app(config)
+        health = None
+        if config.health_port is not None:
+            health = (health_app(app), config.listen_host, config.health_port)
+        log.info("%s driver (background work, no listener) started", config.role)
+        run_without_listener(app, health)
+        return
     try:
         tls = ssl_context(config.tls_cert, config.tls_key)
     except (OSError, ValueError) as exc:
         raise ConfigError(f"cannot load the TLS certificate and key ({config.tls_cert}, "
                           f"{config.tls_key}): {exc}") from None
     app = build_app(config)
-    log.info("%s listening on %s://%s:%d/", config.role, config.scheme, config.listen_host,
-             config.listen_port)
-    serve_forever(app, config.listen_host, config.listen_port, config.limits, tls)
+    log.info("%s %s listening on %s://%s:%d/", config.role,
+             "front end" if config.mode == "frontend" else "(HTTP and background work)",
+             config.scheme, config.listen_host, config.listen_port)
+    serve_forever(app, config.listen_host, config.listen_port, config.limits, tls,
+                  config.reuse_port)
 
 
 __all__ = ["build_app", "run", "DapProblem"]

@@ -18,7 +18,9 @@ Example (every key but `role` and `datastore` is optional)::
       "retry_after": 1,                  # seconds, in Retry-After headers
       "hpke_cache_max_age": 86400,       # Cache-Control max-age of hpke_config
       "collection_give_up_after": null,  # seconds; then invalidBatchSize
-      "worker_interval": 0.05,           # seconds between background worker passes
+      "worker_interval": 0.05,           # seconds: the shortest pause of a worker with
+                                         # nothing to do (it sleeps until the next due
+                                         # time, a wake-up or work_poll_interval)
       "job_concurrency": 4,              # aggregation jobs stepped at once
       "http_timeout": 30.0,              # seconds, requests to the other Aggregator
       "job_lease": 60.0,                 # seconds a worker holds a job it is stepping
@@ -53,7 +55,18 @@ Example (every key but `role` and `datastore` is optional)::
       "worker_threads": 4,               # blocking work off the event loop (0: on it)
       "log_level": "INFO",               # DEBUG, INFO, WARNING or ERROR
       "log_format": "text",              # text, or json: one JSON object per line
-      "access_log": false                # one log line per request (logger ppm.access)
+      "access_log": false,               # one log line per request (logger ppm.access)
+      "mode": "all",                     # this process: "all" (HTTP and background
+                                         # work), "frontend" (HTTP only) or "driver"
+                                         # (background work only, no listener)
+      "frontends": 0, "drivers": 0,      # > 0: supervise that many frontend and driver
+                                         # processes on this host (dap/server/processes.py)
+      "reuse_port": false,               # SO_REUSEPORT: front ends share listen_port
+      "health_port": null,               # a driver: GET /healthz on this port (200 while
+                                         # its background worker runs)
+      "work_poll_interval": 0.5          # seconds: how often a driver looks for work
+                                         # stored by other processes (due times and
+                                         # in-process wake-ups need no poll)
     }
 
 Keys starting with `#` are comments. `ppm config init` writes a commented pair of files;
@@ -70,12 +83,16 @@ from __future__ import annotations
 import json
 import types
 import typing
-from dataclasses import MISSING, dataclass, fields
+from dataclasses import MISSING, dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
 from dap.server.serving import HttpLimits, MiB
 from dap.storage import is_datastore_url
+
+# What one process of an Aggregator does (`mode`): HTTP and background work, HTTP only,
+# or background work only.
+MODES = ("all", "frontend", "driver")
 
 
 @dataclass
@@ -126,7 +143,13 @@ class AggregatorConfig:
     log_level: str = "INFO"
     log_format: str = "text"
     access_log: bool = False
-
+    # Several processes per Aggregator (dap/server/processes.py, dap/server/scheduling.py)
+    mode: str = "all"
+    frontends: int = 0
+    drivers: int = 0
+    reuse_port: bool = False
+    health_port: int | None = None
+    work_poll_interval: float = 0.5
 
     def __post_init__(self) -> None:
         check_types(self)
@@ -178,6 +201,22 @@ class AggregatorConfig:
             from dap.taskprov import parse_peers
 
             parse_peers(self.taskprov_peers, self.role)  # a PeerConfigError (ValueError)
+        if self.mode not in MODES:
+            raise ValueError(f"mode must be one of {', '.join(MODES)}")
+        for name in ("frontends", "drivers"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+                raise ValueError(f"{name} must be a non-negative integer")
+        if self.health_port is not None and (
+                not isinstance(self.health_port, int) or isinstance(self.health_port, bool)
+                or not 0 <= self.health_port <= 65535):
+            raise ValueError("health_port must be a port number or null")
+        if not isinstance(self.reuse_port, bool):
+            raise ValueError("reuse_port must be true or false")
+        if isinstance(self.work_poll_interval, bool) or \
+                not isinstance(self.work_poll_interval, int | float) or \
+                self.work_poll_interval <= 0:
+            raise ValueError("work_poll_interval must be a positive number of seconds")
         if self.ohttp_gateway and self.role != "leader":
             raise ValueError("ohttp_gateway is a Leader option")
 
@@ -366,6 +405,17 @@ def load_config_file(path: str | Path, role: str | None = None) -> AggregatorCon
     if role is not None and config.role != role:
         raise ConfigError(f"{path} configures a {config.role}, not a {role}")
     return config
+
+
+def with_overrides(config: AggregatorConfig, overrides: dict[str, Any]) -> AggregatorConfig:
+    """`config` with some keys replaced (command-line options over the file), checked
+    like the file's; a bad value is a ConfigError."""
+    if not overrides:
+        return config
+    try:
+        return replace(config, **overrides)
+    except (ValueError, TypeError) as exc:
+        raise ConfigError(str(exc)) from None
 
 
 if __name__ == "__main__":  # python -m dap.server.config --readme [README.md]

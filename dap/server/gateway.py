@@ -65,9 +65,21 @@ def load_or_create_key(path: str | Path) -> ohttp.GatewayKey:
             raise ValueError(f"{p} is not an Oblivious HTTP gateway key file")
         return ohttp.GatewayKey.generate(data[0], data[1:])
     key = ohttp.GatewayKey.generate(1)
-    fd = os.open(p, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(fd, "wb") as f:
-        f.write(bytes([key.config.key_id]) + key.private_key)
+    # Written aside, then linked into place: several processes of one Leader starting at
+    # once (dap/server/processes.py) never see a partial file, and all use one key.
+    tmp = p.with_name(f".{p.name}.{os.getpid()}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(bytes([key.config.key_id]) + key.private_key)
+            f.flush()
+            os.fsync(f.fileno())
+        try:
+            os.link(tmp, p)
+        except FileExistsError:
+            return load_or_create_key(p)  # another process was first: its key
+    finally:
+        tmp.unlink(missing_ok=True)
     return key
 
 

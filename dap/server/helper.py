@@ -26,9 +26,11 @@ from dap.server.common import (
 )
 from dap.server.leader import backoff, describe, task_gone
 from dap.server.retention import RetentionTimer
+from dap.server.scheduling import HOLDER, WorkEvent, next_due, sleep_until_work
 from dap.storage import AggregateShareJobState, AggregationJobState
 
 log = logging.getLogger("ppm.helper")
+AGGREGATE_SHARE = "aggregate_share"   # lease kind (dap.server.scheduling)
 WAKE_KEY: web.AppKey[asyncio.Event] = web.AppKey("helper_wake", asyncio.Event)
 
 
@@ -221,6 +223,8 @@ async def worker(app: web.Application, st: AppState) -> None:
     """Process asynchronous aggregation jobs and aggregate shares; resumes whatever a
     previous process left unfinished (everything pending is in the datastore)."""
     wake = app[WAKE_KEY]
+    if isinstance(wake, WorkEvent):
+        wake.listen(st.datastore)  # other processes' notifications, if any
     retention = RetentionTimer(st)
     while True:
         try:
@@ -230,13 +234,14 @@ async def worker(app: web.Application, st: AppState) -> None:
             busy = False
         retention.maybe_run()
         if not busy:
+            # Until the next due time, a wake-up, or the poll (dap.server.scheduling).
             try:
-                # asyncio.timeout, not wait_for (see LeaderWorker.run).
-                async with asyncio.timeout(st.config.worker_interval * 4):
-                    await wake.wait()
-            except TimeoutError:
-                pass
-            wake.clear()
+                due = await st.offload(next_due, st.datastore, "helper", retention.next_at)
+            except Exception:  # noqa: BLE001 - the datastore is unavailable
+                log.exception("helper: cannot read the next due time")
+                due = None
+            await sleep_until_work(wake, st.clock(), due, st.config.work_poll_interval,
+                                   st.config.worker_interval)
         else:
             await asyncio.sleep(0)
 
@@ -263,7 +268,10 @@ def run_pending(st: AppState) -> bool:
             prepared = core.prepare_aggregation_job(task, keyring, job.request, now,
                                                     st.config.clock_skew)
             with st.datastore.transaction() as tx:
-                fresh = tx.get_aggregation_job(job.task_id, job.job_id)
+                # Compare-and-set on the lease token (another process may have taken
+                # the job over after our lease expired).
+                fresh = tx.get_leased_aggregation_job(job.task_id, job.job_id,
+                                                      job.lease_token)
                 if fresh is not None and fresh.response is None \
                         and fresh.state == AggregationJobState.ACTIVE:
                     core.process_aggregation_job(tx, task, fresh, keyring, now,
@@ -271,26 +279,35 @@ def run_pending(st: AppState) -> bool:
                     fresh.lease_expiry = 0.0
                     tx.update_aggregation_job(fresh)
         except Exception as exc:  # noqa: BLE001 - isolate the job, record the error
-            _job_failed(st, job.task_id, job.job_id, exc)
+            _job_failed(st, job.task_id, job.job_id, exc, job.lease_token)
         done = True
     for share in shares:
         try:
             task = st.task(share.task_id, Role.HELPER)
             with st.datastore.transaction() as tx:
                 fresh_share = tx.get_aggregate_share_job(share.task_id, share.share_id)
+                # One process computes (and noises) a share: a lease held for the
+                # transaction, which is where the share is computed.
                 if fresh_share is not None and \
-                        fresh_share.state == AggregateShareJobState.START:
+                        fresh_share.state == AggregateShareJobState.START and \
+                        tx.try_lease(AGGREGATE_SHARE, bytes(share.task_id)
+                                     + bytes(share.share_id), HOLDER, now,
+                                     st.config.job_lease):
                     core.finish_aggregate_share(tx, task, fresh_share, rng=st.rng)
+                    tx.release_lease(AGGREGATE_SHARE, bytes(share.task_id)
+                                     + bytes(share.share_id), HOLDER)
+                    done = True
         except Exception as exc:  # noqa: BLE001 - isolate the share, record the error
             _share_failed(st, share.task_id, share.share_id, exc)
-        done = True
+            done = True
     return done
 
 
-def _job_failed(st: AppState, task_id: bytes, job_id: bytes, exc: BaseException) -> None:
+def _job_failed(st: AppState, task_id: bytes, job_id: bytes, exc: BaseException,
+                lease_token: bytes) -> None:
     log.warning("aggregation job %s failed: %s", job_id.hex(), describe(exc))
     with st.datastore.transaction() as tx:
-        fresh = tx.get_aggregation_job(task_id, job_id)
+        fresh = tx.get_leased_aggregation_job(task_id, job_id, lease_token)
         if fresh is None or fresh.state != AggregationJobState.ACTIVE:
             return
         fresh.attempts += 1

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from typing import Any
 
 import aiohttp
@@ -47,6 +48,14 @@ from dap.server.common import (
 )
 from dap.server.metrics import count_rejections
 from dap.server.retention import RetentionTimer
+from dap.server.scheduling import (
+    COLLECTION,
+    CREATE_JOBS,
+    HOLDER,
+    WorkEvent,
+    next_due,
+    sleep_until_work,
+)
 from dap.server.serving import client_ssl_context
 from dap.server.status import STATUS_HEADER, collection_hint
 from dap.server.upload import GROUP_MAX_BODY, groups_of, store_upload
@@ -63,6 +72,8 @@ log = logging.getLogger("ppm.leader")
 WAKE_KEY: web.AppKey[asyncio.Event] = web.AppKey("leader_wake", asyncio.Event)
 # Collection jobs the background worker still drives.
 _PENDING_COLLECTION = (CollectionJobState.START, CollectionJobState.COLLECTING)
+# Tasks looked at for job creation per pass (those with new reports, from an index).
+MAX_CREATE_CANDIDATES = 10_000
 
 
 async def put_or_post_reports(request: web.Request) -> web.StreamResponse:
@@ -198,6 +209,18 @@ class LeaderWorker:
         # Leader prepares the next jobs while the Helper works on the current ones.
         self.in_flight: set[asyncio.Task[None]] = set()
         self.retention = RetentionTimer(st)
+        # Tasks whose new reports made no job (fewer than min_job_size, or held back by
+        # a collection job): not looked at again before this time.monotonic(), unless
+        # the worker is woken (an upload, dap.server.scheduling). Real time, not the
+        # injectable clock: a test's frozen clock must not freeze job creation.
+        self.create_not_before: dict[bytes, float] = {}
+        # This worker's name in the leases it takes (the process's; a test running two
+        # workers in one process gives each its own).
+        self.holder = HOLDER
+
+    def wake_self(self) -> None:
+        """Run the next pass now (work this process made: no other process is told)."""
+        asyncio.Event.set(self.app[WAKE_KEY])
 
     async def run(self) -> None:
         timeout = aiohttp.ClientTimeout(total=self.st.config.http_timeout)
@@ -208,6 +231,9 @@ class LeaderWorker:
                                          headers=NO_COMPRESSION) as session:
             self.session = session
             wake = self.app[WAKE_KEY]
+            if isinstance(wake, WorkEvent):
+                wake.listen(self.st.datastore)  # other processes' notifications, if any
+            cfg = self.st.config
             try:
                 while True:
                     busy = False
@@ -218,15 +244,20 @@ class LeaderWorker:
                             log.exception("leader background step %s failed", step.__name__)
                     self.retention.maybe_run()
                     if not busy:
-                        # asyncio.timeout, not wait_for: on Python 3.11 wait_for can
-                        # swallow a cancellation that arrives as the wake-up does, and the
-                        # worker would then never stop (seen as a hung shutdown).
+                        # Due-time scheduling (dap.server.scheduling): sleep until the
+                        # earliest stored due time, a wake-up, or the poll for work other
+                        # processes stored; never for every task.
+                        retry = min(self.create_not_before.values(), default=None)
                         try:
-                            async with asyncio.timeout(self.st.config.worker_interval):
-                                await wake.wait()
-                        except TimeoutError:
-                            pass
-                        wake.clear()
+                            due = next_due(self.st.datastore, "leader", self.retention.next_at,
+                                           None if retry is None else self.st.clock()
+                                           + max(0.0, retry - time.monotonic()))
+                        except Exception:  # noqa: BLE001 - the datastore is unavailable
+                            log.exception("leader: cannot read the next due time")
+                            due = None
+                        if await sleep_until_work(wake, self.st.clock(), due,
+                                                  cfg.work_poll_interval, cfg.worker_interval):
+                            self.create_not_before.clear()  # woken: new work may be there
                     else:
                         await asyncio.sleep(0)
             finally:
@@ -248,14 +279,24 @@ class LeaderWorker:
                               jobs_per_pass=1)
         keyring = st.keyring()
         now = st.clock()
+        # Only the tasks with work, from indexes (not every task): new reports, or (a VDAF
+        # with an aggregation parameter) collection jobs waiting for their aggregation.
         with st.datastore.transaction() as tx:
-            task_ids = [t.task_id for t in tx.list_tasks() if t.role == "leader"]
+            task_ids = tx.tasks_with_new_reports(MAX_CREATE_CANDIDATES)
+            task_ids += [bytes(j.task_id) for j in
+                         tx.list_collection_jobs((CollectionJobState.START,), 1e300)]
+            task_ids = sorted(set(task_ids))
             failing = {tid: w for tid in task_ids if (w := tx.get_task_work(tid)) is not None}
+        mono = time.monotonic()
+        self.create_not_before = {t: at for t, at in self.create_not_before.items()
+                                  if at > mono}
         created = 0
         for tid in task_ids:
             work = failing.get(tid)
             if work is not None and work.next_attempt_at > now:
                 continue  # backing off after an error (recorded in task_work)
+            if self.create_not_before.get(tid, 0.0) > mono:
+                continue  # made no job a moment ago (see below)
             # Per task: one task that cannot be loaded or whose reports make the core
             # raise (a bad option, a VDAF too large for memory) is recorded and retried
             # with backoff; the other tasks go on.
@@ -263,11 +304,18 @@ class LeaderWorker:
                 task = st.task(tid, Role.LEADER)
 
                 def create(task: Any = task, work: Any = work, tid: bytes = tid) -> int:
+                    # One creator per task at a time (a lease, so that a creator that
+                    # dies holds nobody up for long); the commit below also re-reads the
+                    # reports still new, so no report is ever put into two jobs.
                     now = st.clock()
                     with st.datastore.transaction() as tx:
+                        if not tx.try_lease(CREATE_JOBS, tid, self.holder, now,
+                                            cfg.job_lease):
+                            return -1  # another process is making this task's jobs
                         new = core.reports_ready(tx, task, now, sizes)
-                    if not new and not agg_params.uses_agg_param(task):
-                        return 0
+                        if not new and not agg_params.uses_agg_param(task):
+                            tx.release_lease(CREATE_JOBS, tid, self.holder)
+                            return 0
                     prepared = None
                     if new:
                         # Decryption and VDAF preparation outside the transaction, which
@@ -275,15 +323,28 @@ class LeaderWorker:
                         prepared = core.prepare_aggregation_jobs(task, keyring, new, now,
                                                                  cfg.clock_skew)
                     with st.datastore.transaction() as tx:
+                        # Compare-and-set: commit only while the lease is still ours.
+                        if not tx.try_lease(CREATE_JOBS, tid, self.holder, st.clock(),
+                                            cfg.job_lease):
+                            return -1
                         count = len(core.create_aggregation_jobs(
                             tx, task, keyring, now, sizes, cfg.clock_skew, rng=st.rng,
                             prepared=prepared))
                         if work is not None:
                             tx.delete_task_work(tid)
+                        tx.release_lease(CREATE_JOBS, tid, self.holder)
                     return count
 
                 # In a worker thread, not on the event loop.
-                created += await st.offload(create)
+                count = await st.offload(create)
+                if count > 0:
+                    created += count
+                else:
+                    # Nothing made (too few reports yet, reports held back, or another
+                    # process at work on it): look again after a poll interval, or once
+                    # the stragglers are old enough.
+                    self.create_not_before[tid] = time.monotonic() + max(
+                        cfg.worker_interval, min(cfg.work_poll_interval, cfg.straggler_age))
             except Exception as exc:  # noqa: BLE001 - isolate the task, record the error
                 self._task_failed(tid, work, exc)
         return created > 0
@@ -301,6 +362,7 @@ class LeaderWorker:
         with st.datastore.transaction() as tx:
             tx.put_task_work(TaskWorkRecord(task_id, attempts, st.clock() + delay,
                                             describe(exc)))
+            tx.release_lease(CREATE_JOBS, task_id, self.holder)
 
     # stepping aggregation jobs
     async def step_jobs(self) -> bool:
@@ -325,6 +387,8 @@ class LeaderWorker:
             except Exception as exc:  # noqa: BLE001 - isolate the job, record the error
                 log.exception("stepping aggregation job %s failed", job.job_id.hex())
                 self._job_failed(job, exc)
+            finally:
+                self.wake_self()  # a step slot is free
 
     def _job_failed(self, job: AggregationJobRecord, exc: BaseException) -> None:
         """Our own code raised on a job: retry it with backoff, recording the error on
@@ -333,9 +397,9 @@ class LeaderWorker:
         are retried without a limit, in `_retry_job`.)"""
         st = self.st
         with st.datastore.transaction() as tx:
-            fresh = tx.get_aggregation_job(job.task_id, job.job_id)
+            fresh = tx.get_leased_aggregation_job(job.task_id, job.job_id, job.lease_token)
             if fresh is None or fresh.state != AggregationJobState.ACTIVE:
-                return
+                return  # another process leased the job since (ours expired)
             if task_gone(exc) or fresh.attempts + 1 >= st.config.max_item_attempts:
                 log.warning("aggregation job %s abandoned: %s", job.job_id.hex(),
                             describe(exc))
@@ -392,7 +456,10 @@ class LeaderWorker:
                     records = tx.get_report_aggregations(job.task_id, job.job_id)
                 prepared = core.prepare_job_response(task, job, records, content)
                 with st.datastore.transaction() as tx:
-                    fresh = tx.get_aggregation_job(job.task_id, job.job_id)
+                    # Compare-and-set on the lease token: a worker whose lease expired
+                    # (another process took the job) does not commit.
+                    fresh = tx.get_leased_aggregation_job(job.task_id, job.job_id,
+                                                          job.lease_token)
                     if fresh is None or fresh.state != AggregationJobState.ACTIVE \
                             or fresh.step != job.step \
                             or fresh.request != job.request:
@@ -413,12 +480,13 @@ class LeaderWorker:
                      job.task_id.hex()[:16], job.step, "abandoned" if abandoned else "done")
             if abandoned:
                 await self._delete_helper_job(task, job)
-            self.app[WAKE_KEY].set()
+            self.wake_self()
         elif 200 <= status < 300:
             # Deferred by the Helper: poll the resource after Retry-After.
             delay = _retry_after(retry_after, st.config.retry_after)
             with st.datastore.transaction() as tx:
-                fresh = tx.get_aggregation_job(job.task_id, job.job_id)
+                fresh = tx.get_leased_aggregation_job(job.task_id, job.job_id,
+                                                      job.lease_token)
                 if fresh is None or fresh.state != AggregationJobState.ACTIVE:
                     return
                 fresh.helper_url = job.helper_url
@@ -431,7 +499,8 @@ class LeaderWorker:
             self._retry_job(job, f"HTTP {status}: {_problem_text(content)}")
         else:
             with st.datastore.transaction() as tx:
-                fresh = tx.get_aggregation_job(job.task_id, job.job_id)
+                fresh = tx.get_leased_aggregation_job(job.task_id, job.job_id,
+                                                      job.lease_token)
                 if fresh is not None and fresh.state == AggregationJobState.ACTIVE:
                     core.abandon_aggregation_job(tx, task, fresh,
                                                  f"Helper answered {status}: "
@@ -442,7 +511,7 @@ class LeaderWorker:
         st = self.st
         log.info("aggregation job %s: will retry (%s)", job.job_id.hex(), reason)
         with st.datastore.transaction() as tx:
-            fresh = tx.get_aggregation_job(job.task_id, job.job_id)
+            fresh = tx.get_leased_aggregation_job(job.task_id, job.job_id, job.lease_token)
             if fresh is None or fresh.state != AggregationJobState.ACTIVE:
                 return
             fresh.attempts += 1
@@ -474,6 +543,12 @@ class LeaderWorker:
             jobs = tx.list_collection_jobs(_PENDING_COLLECTION, st.clock())
         progressed = False
         for job in jobs:
+            # One driver per collection job at a time (a lease: see _lease_collection).
+            key = bytes(job.task_id) + bytes(job.job_id)
+            with st.datastore.transaction() as tx:
+                if not tx.try_lease(COLLECTION, key, self.holder, st.clock(),
+                                    st.config.job_lease):
+                    continue
             # Per job: an error is recorded on the job, which is retried with backoff and
             # failed after max_item_attempts (at once if its task was deleted); the other
             # collection jobs go on.
@@ -481,7 +556,16 @@ class LeaderWorker:
                 progressed = await self._drive_collection(job) or progressed
             except Exception as exc:  # noqa: BLE001 - isolate the job, record the error
                 self._collection_failed(job, exc)
+            finally:
+                with st.datastore.transaction() as tx:
+                    tx.release_lease(COLLECTION, key, self.holder)
         return progressed
+
+    def _lease_collection(self, tx: Any, job: CollectionJobRecord) -> bool:
+        """Whether this process still holds the job's lease (renewed): the compare of a
+        compare-and-set before the job's state changes."""
+        return bool(tx.try_lease(COLLECTION, bytes(job.task_id) + bytes(job.job_id),
+                                 self.holder, self.st.clock(), self.st.config.job_lease))
 
     def _collection_failed(self, job: CollectionJobRecord, exc: BaseException) -> None:
         st = self.st
@@ -516,7 +600,8 @@ class LeaderWorker:
         task = st.task(job.task_id, Role.LEADER)
         with st.datastore.transaction() as tx:
             fresh = tx.get_collection_job(job.task_id, job.job_id)
-            if fresh is None or fresh.state not in _PENDING_COLLECTION:
+            if fresh is None or fresh.state not in _PENDING_COLLECTION \
+                    or not self._lease_collection(tx, fresh):
                 return False
             share_request = core.prepare_collection(tx, task, fresh, st.clock(),
                                                     st.config.collection_give_up_after)
@@ -556,7 +641,8 @@ class LeaderWorker:
         if 200 <= status < 300 and content:
             with st.datastore.transaction() as tx:
                 fresh = tx.get_collection_job(job.task_id, job.job_id)
-                if fresh is not None and fresh.state == CollectionJobState.COLLECTING:
+                if fresh is not None and fresh.state == CollectionJobState.COLLECTING \
+                        and self._lease_collection(tx, fresh):
                     core.finish_collection(tx, task, fresh, share_request, content,
                                            rng=st.rng)
                     log.info("collection job %s (task %s): finished", job.job_id.hex(),

@@ -8,6 +8,7 @@ import logging
 from dap.core.retention import RetentionPolicy, run_retention
 from dap.profiles import get_profile
 from dap.server.common import AppState
+from dap.server.scheduling import HOLDER, RETENTION
 
 log = logging.getLogger("ppm.retention")
 
@@ -31,6 +32,11 @@ class RetentionTimer:
         self.next_at = now + st.config.retention_interval
         try:
             with st.datastore.transaction() as tx:
+                # One pass per interval for all the processes of the Aggregator: the
+                # lease is kept (not released) until the next pass is due.
+                if not tx.try_lease(RETENTION, st.config.role.encode(), HOLDER, now,
+                                    st.config.retention_interval * 0.9):
+                    return False
                 stats = run_retention(tx, self.policy, now, get_profile)
         except Exception:  # noqa: BLE001 - isolate: the protocol work goes on
             log.exception("retention pass failed")

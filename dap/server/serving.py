@@ -290,13 +290,17 @@ def client_ssl_context(ca_file: str | None) -> ssl.SSLContext | bool:
 
 
 async def start_site(app: web.Application, host: str, port: int, limits: HttpLimits,
-                     tls: ssl.SSLContext | None = None) -> GuardedRunner:
-    """Set up ``app`` behind a :class:`GuardedRunner` and listen on host:port."""
+                     tls: ssl.SSLContext | None = None, reuse_port: bool = False
+                     ) -> GuardedRunner:
+    """Set up ``app`` behind a :class:`GuardedRunner` and listen on host:port (with
+    `reuse_port`, SO_REUSEPORT: several front end processes share the port and the
+    kernel spreads the connections over them)."""
     runner = GuardedRunner(app, limits)
     await runner.setup()
     try:
         await web.TCPSite(runner, host, port, ssl_context=tls,
-                          backlog=min(1024, max(16, limits.max_connections))).start()
+                          backlog=min(1024, max(16, limits.max_connections)),
+                          reuse_port=reuse_port or None).start()
     except BaseException:
         await runner.cleanup()
         raise
@@ -304,11 +308,11 @@ async def start_site(app: web.Application, host: str, port: int, limits: HttpLim
 
 
 def serve_forever(app: web.Application, host: str, port: int, limits: HttpLimits,
-                  tls: ssl.SSLContext | None = None) -> None:
+                  tls: ssl.SSLContext | None = None, reuse_port: bool = False) -> None:
     """Serve until SIGINT or SIGTERM, then shut down cleanly (cleanup hooks run)."""
 
     async def main() -> None:
-        runner = await start_site(app, host, port, limits, tls)
+        runner = await start_site(app, host, port, limits, tls, reuse_port)
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
@@ -319,6 +323,37 @@ def serve_forever(app: web.Application, host: str, port: int, limits: HttpLimits
         try:
             await stop.wait()
         finally:
+            await runner.cleanup()
+
+    asyncio.run(main())
+
+
+def run_without_listener(app: web.Application,
+                         health: tuple[web.Application, str, int] | None = None) -> None:
+    """Run ``app``'s startup and background work with no HTTP listener (a driver
+    process, `mode: driver`) until SIGINT or SIGTERM, then shut down cleanly. `health`:
+    (app, host, port) of a small health check served meanwhile."""
+
+    async def main() -> None:
+        runner = web.AppRunner(app)
+        await runner.setup()  # on_startup and cleanup_ctx: the background worker starts
+        health_runner = None
+        if health is not None:
+            health_runner = web.AppRunner(health[0])
+            await health_runner.setup()
+            await web.TCPSite(health_runner, health[1], health[2]).start()
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            try:
+                loop.add_signal_handler(sig, stop.set)
+            except (NotImplementedError, RuntimeError):  # pragma: no cover - not Unix
+                pass
+        try:
+            await stop.wait()
+        finally:
+            if health_runner is not None:
+                await health_runner.cleanup()
             await runner.cleanup()
 
     asyncio.run(main())

@@ -120,6 +120,17 @@ CREATE TABLE IF NOT EXISTS secrets_meta (name TEXT PRIMARY KEY, value BLOB NOT N
 CREATE TABLE IF NOT EXISTS leader_batches (
     task_id BLOB NOT NULL, batch_id BLOB NOT NULL, assigned INTEGER NOT NULL, state TEXT NOT NULL,
     created_at REAL NOT NULL, PRIMARY KEY (task_id, batch_id));
+-- Several processes per Aggregator (dap.server.scheduling), additive (no version change):
+-- named leases (job creation per task, collection jobs, retention) and the indexes of
+-- the queries that find due work without looking at every task.
+CREATE TABLE IF NOT EXISTS work_leases (
+    kind TEXT NOT NULL, key BLOB NOT NULL, holder BLOB NOT NULL, expiry REAL NOT NULL,
+    PRIMARY KEY (kind, key));
+CREATE INDEX IF NOT EXISTS client_reports_new_tasks ON client_reports (state, task_id);
+CREATE INDEX IF NOT EXISTS aggregation_jobs_due
+    ON aggregation_jobs (role, state, next_attempt_at);
+CREATE INDEX IF NOT EXISTS collection_jobs_due ON collection_jobs (state, next_attempt_at);
+CREATE INDEX IF NOT EXISTS aggregate_share_jobs_state ON aggregate_share_jobs (state);
 """
 
 # (table, column, declaration) added to the schema after version 1, in order: the
@@ -127,6 +138,8 @@ CREATE TABLE IF NOT EXISTS leader_batches (
 _ADDED_COLUMNS = (
     ("report_aggregations", "min_batch_bound", "INTEGER NOT NULL DEFAULT 0"),
     ("batch_buckets", "min_batch_bound", "INTEGER NOT NULL DEFAULT 0"),
+    # The aggregation job lease's holder (AggregationJobRecord.lease_token).
+    ("aggregation_jobs", "lease_token", "BLOB NOT NULL DEFAULT x''"),
 )
 
 # Schema version -> the statements that bring the previous version to it. A datastore of
@@ -318,14 +331,14 @@ class SqliteTransaction:
 
     _AGG_COLS = ("task_id, job_id, role, state, step, agg_param, batch_id, request, request_hash,"
                  " last_continue_hash, response, helper_url, attempts, next_attempt_at,"
-                 " lease_expiry, error, created_at")
+                 " lease_expiry, error, created_at, lease_token")
 
     def put_aggregation_job(self, job: AggregationJobRecord) -> None:
         if not job.created_at:
             job.created_at = time.time()
         try:
             self.c.execute(f"INSERT INTO aggregation_jobs ({self._AGG_COLS}) VALUES "
-                           f"({','.join('?' * 17)})", _bytes_tuple(job))
+                           f"({','.join('?' * 18)})", _bytes_tuple(job))
         except sqlite3.IntegrityError:
             raise StorageError("aggregation job exists") from None
 
@@ -354,11 +367,21 @@ class SqliteTransaction:
                          "state=? AND lease_expiry<=? AND next_attempt_at<=? "
                          "ORDER BY next_attempt_at, created_at LIMIT ?",
                          (role, AggregationJobState.ACTIVE, now, now, limit))
+        # BEGIN IMMEDIATE: no other process reads between the SELECT and the UPDATEs.
         for job in jobs:
             job.lease_expiry = now + lease
-            self.c.execute("UPDATE aggregation_jobs SET lease_expiry=? WHERE task_id=? AND "
-                           "job_id=?", (job.lease_expiry, job.task_id, job.job_id))
+            job.lease_token = os.urandom(16)
+            self.c.execute("UPDATE aggregation_jobs SET lease_expiry=?, lease_token=? WHERE "
+                           "task_id=? AND job_id=?",
+                           (job.lease_expiry, job.lease_token, job.task_id, job.job_id))
         return jobs
+
+    def get_leased_aggregation_job(self, task_id: bytes, job_id: bytes, lease_token: bytes
+                                   ) -> AggregationJobRecord | None:
+        return self._one(AggregationJobRecord,
+                         f"SELECT {self._AGG_COLS} FROM aggregation_jobs WHERE task_id=? AND "
+                         "job_id=? AND lease_token=?",
+                         (bytes(task_id), bytes(job_id), bytes(lease_token)))
 
     def count_active_aggregation_jobs(self, task_id: bytes, batch_id: bytes | None = None,
                                       time_from: int | None = None,
@@ -687,6 +710,50 @@ class SqliteTransaction:
 
     def delete_task_work(self, task_id: bytes) -> None:
         self.c.execute("DELETE FROM task_work WHERE task_id=?", (bytes(task_id),))
+
+    # -- several processes: leases and due work -------------------------------------------
+
+    def try_lease(self, kind: str, key: bytes, holder: bytes, now: float, duration: float
+                  ) -> bool:
+        # One statement: insert, or take over a lease that expired or is ours already.
+        cur = self.c.execute(
+            "INSERT INTO work_leases VALUES (?,?,?,?) ON CONFLICT (kind, key) DO UPDATE SET "
+            "holder=excluded.holder, expiry=excluded.expiry "
+            "WHERE work_leases.expiry<=? OR work_leases.holder=excluded.holder",
+            (kind, bytes(key), bytes(holder), now + duration, now))
+        return cur.rowcount == 1
+
+    def release_lease(self, kind: str, key: bytes, holder: bytes) -> None:
+        self.c.execute("DELETE FROM work_leases WHERE kind=? AND key=? AND holder=?",
+                       (kind, bytes(key), bytes(holder)))
+
+    def tasks_with_new_reports(self, limit: int) -> list[bytes]:
+        # A loose index scan of client_reports_new_tasks: one probe per task with work.
+        out: list[bytes] = []
+        last = b""
+        while len(out) < limit:
+            row = self.c.execute("SELECT MIN(task_id) FROM client_reports WHERE state=? AND "
+                                 "task_id>?", (ReportState.NEW, last)).fetchone()
+            if row is None or row[0] is None:
+                break
+            last = bytes(row[0])
+            out.append(last)
+        return out
+
+    def next_work_due(self, role: str) -> float | None:
+        times = [self.c.execute(
+            "SELECT MIN(MAX(next_attempt_at, lease_expiry)) FROM aggregation_jobs WHERE role=? "
+            "AND state=?", (role, AggregationJobState.ACTIVE)).fetchone()[0]]
+        if role == "leader":
+            times.append(self.c.execute(
+                "SELECT MIN(next_attempt_at) FROM collection_jobs WHERE state IN (?,?)",
+                (CollectionJobState.START, CollectionJobState.COLLECTING)).fetchone()[0])
+        else:
+            times.append(self.c.execute(
+                "SELECT MIN(next_attempt_at) FROM aggregate_share_jobs WHERE state=?",
+                (AggregateShareJobState.START,)).fetchone()[0])
+        due = [float(t) for t in times if t is not None]
+        return min(due) if due else None
 
     # -- retention -------------------------------------------------------------------------
 

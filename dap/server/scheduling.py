@@ -1,0 +1,116 @@
+"""When an Aggregator's background work runs, with one process or several.
+
+A process that does background work (a *driver*, or the single process of `--mode all`)
+does not look at every task on a timer. It asks the datastore for the work that is due
+(`Transaction.acquire_aggregation_jobs`, `tasks_with_new_reports`, the due collection
+jobs: indexed queries whose cost grows with the work, not with the tasks) and then
+sleeps until the earliest of:
+
+* the next due time stored in the datastore (`Transaction.next_work_due`: a job's retry
+  or poll time, a lease that expires, a collection job's next look) or kept in the
+  process (a task's straggler age, the next retention pass);
+* a notification: in one process, an asyncio event set by the upload and collection
+  handlers and by finished job steps (`WorkEvent`); across processes, a datastore that
+  offers notifications (the optional `WorkNotifier` hooks; PostgreSQL LISTEN/NOTIFY can
+  provide them), else
+* `work_poll_interval` seconds (configuration): the cheap poll of those indexed queries,
+  which is how a driver learns of uploads that front ends in other processes stored.
+
+Work is leased, so that any number of drivers can share one datastore and any of them may
+die: aggregation jobs by `acquire_aggregation_jobs` (a lease token each, compared before
+a commit: `get_leased_aggregation_job`), job creation per task, collection jobs and the
+retention pass by named leases (`Transaction.try_lease`), which expire after a crash.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+from collections.abc import Callable
+from typing import Any, Protocol, runtime_checkable
+
+log = logging.getLogger("ppm.scheduling")
+
+# This process's name in the leases it takes (random: a restarted process is another
+# holder, and waits for the leases its predecessor held to expire).
+HOLDER = os.urandom(16)
+
+# Lease kinds (Transaction.try_lease)
+CREATE_JOBS = "create_jobs"       # key: task ID; aggregation job creation for one task
+COLLECTION = "collection"         # key: task ID + collection job ID
+RETENTION = "retention"           # key: role; one retention pass per interval
+
+
+@runtime_checkable
+class WorkNotifier(Protocol):
+    """Optional hooks of a datastore that can wake drivers in other processes (e.g.
+    PostgreSQL's NOTIFY / LISTEN). Without them drivers poll every
+    `work_poll_interval` seconds."""
+
+    def notify_work(self, role: str) -> None:
+        """Work for `role`'s drivers was stored (an upload, a collection job)."""
+
+    def listen_work(self, role: str, callback: Callable[[], None]) -> None:
+        """Call `callback` (from any thread) whenever `notify_work(role)` is called by
+        any process."""
+
+
+class WorkEvent(asyncio.Event):
+    """The wake-up of a process's background worker. `set()` by a handler also notifies
+    the drivers of other processes through the datastore, when it can
+    (`WorkNotifier`)."""
+
+    def __init__(self, datastore: Any = None, role: str = "leader") -> None:
+        super().__init__()
+        self._notify = datastore.notify_work if isinstance(datastore, WorkNotifier) else None
+        self._role = role
+
+    def set(self) -> None:
+        super().set()
+        if self._notify is not None:
+            try:
+                self._notify(self._role)
+            except Exception:  # noqa: BLE001 - a lost notification only costs a poll
+                log.exception("work notification failed")
+
+    def listen(self, datastore: Any) -> None:
+        """Be woken by other processes' notifications (called by a driver)."""
+        if not isinstance(datastore, WorkNotifier):
+            return
+        loop = asyncio.get_running_loop()
+
+        def wake() -> None:
+            loop.call_soon_threadsafe(super(WorkEvent, self).set)
+
+        datastore.listen_work(self._role, wake)
+
+
+async def sleep_until_work(wake: asyncio.Event, now: float, due: float | None,
+                           poll: float, floor: float) -> bool:
+    """Sleep until `due` (a datastore time), at most `poll` seconds, at least `floor`
+    (no busy loop on work that is due but cannot run yet), or until `wake` is set.
+    Returns whether `wake` was set."""
+    timeout = poll if due is None else min(poll, max(0.0, due - now))
+    timeout = max(floor, timeout)
+    woken = False
+    # asyncio.timeout, not wait_for: on Python 3.11 wait_for can swallow a cancellation
+    # that arrives as the wake-up does, and the worker would then never stop.
+    with contextlib.suppress(TimeoutError):
+        async with asyncio.timeout(timeout):
+            woken = await wake.wait()
+    wake.clear()
+    return woken
+
+
+def next_due(datastore: Any, role: str, *others: float | None) -> float | None:
+    """The earliest due time of the datastore's pending work and of `others`."""
+    with datastore.transaction() as tx:
+        stored = tx.next_work_due(role)
+    times = [t for t in (stored, *others) if t is not None]
+    return min(times) if times else None
+
+
+__all__ = ["COLLECTION", "CREATE_JOBS", "HOLDER", "RETENTION", "WorkEvent", "WorkNotifier",
+           "next_due", "sleep_until_work"]
