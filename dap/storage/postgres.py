@@ -35,7 +35,12 @@ finds its report stored or not).
 
 Leases: `acquire_aggregation_jobs` takes its jobs with ``FOR UPDATE SKIP LOCKED``, so
 that processes acquiring at the same time (serializable mode) take different jobs
-without waiting. Every public method of `PostgresTransaction` is logged for replay
+without waiting, and gives each a new lease token; `get_leased_aggregation_job` compares
+it (``FOR UPDATE``), `try_lease` takes named leases (``INSERT ... ON CONFLICT DO UPDATE
+... WHERE`` expired or ours), as on SQLite (dap.server.scheduling). Drivers in other
+processes are woken by NOTIFY / LISTEN (`notify_work`, `listen_work`).
+
+Every public method of `PostgresTransaction` is logged for replay
 (`_RetryingTransaction`): a method added there is covered without more code.
 
 Schema: versioned (`schema_version`), migrated when the datastore is opened, under an
@@ -46,6 +51,7 @@ PPM_DATASTORE_KEY exactly as on SQLite (`dap.storage.secrets`).
 
 from __future__ import annotations
 
+import logging
 import pickle
 import random
 import re
@@ -215,6 +221,8 @@ _IDLE = psycopg.pq.TransactionStatus.IDLE
 _INTRANS = psycopg.pq.TransactionStatus.INTRANS
 
 R = TypeVar("R")
+
+log = logging.getLogger("ppm.storage.postgres")
 
 
 class TransactionConflict(StorageError):
@@ -1154,6 +1162,10 @@ class PostgresDatastore:
         self._box = SecretBox(key) if key is not None else None
         self._closed = False
         self._lock = threading.Lock()
+        self._notify_wake = threading.Condition(self._lock)
+        self._notify_roles: set[str] = set()
+        self._notifier: threading.Thread | None = None
+        self._listeners: list[tuple[threading.Thread, threading.Event]] = []
         try:
             conn = psycopg.connect(url, connect_timeout=max(1, int(connect_timeout)),
                                    autocommit=False)
@@ -1314,9 +1326,123 @@ class PostgresDatastore:
         tx._owned = False
         self._pool.putconn(tx.c)  # idle: committed
 
+    # -- work notifications (dap.server.scheduling.WorkNotifier): NOTIFY / LISTEN --------
+    #
+    # Channel "ppm_work_<role>", payload the schema (current_schema()): Aggregators
+    # sharing one database in different schemas do not wake each other. Each side has a
+    # connection of its own (not the pool's: a LISTEN outlives transactions) and a
+    # thread: `notify_work` is called by request handlers on an event loop, so it only
+    # queues the role; a notification lost (a lost connection) costs the listener one
+    # `work_poll_interval`, and a listener that reconnects wakes once (it may have
+    # missed some).
+
+    def _side_connect(self) -> psycopg.Connection[Any]:
+        return psycopg.connect(self.url, autocommit=True, connect_timeout=10)
+
+    def notify_work(self, role: str) -> None:
+        """Wake `role`'s drivers in every process listening on this datastore."""
+        with self._lock:
+            if self._closed:
+                return
+            self._notify_roles.add(role)
+            if self._notifier is None:
+                self._notifier = threading.Thread(target=self._notify_loop, daemon=True,
+                                                  name="ppm-pg-notify")
+                self._notifier.start()
+            self._notify_wake.notify()
+
+    def _notify_loop(self) -> None:
+        conn: psycopg.Connection[Any] | None = None
+        try:
+            while True:
+                with self._lock:
+                    while not self._notify_roles and not self._closed:
+                        self._notify_wake.wait()
+                    if self._closed:
+                        return
+                    roles, self._notify_roles = self._notify_roles, set()
+                try:
+                    if conn is None or conn.closed:
+                        conn = self._side_connect()
+                    for role in sorted(roles):
+                        conn.execute("SELECT pg_notify(%s, current_schema())",
+                                     (_channel(role),))
+                except psycopg.Error as exc:
+                    log.warning("work notification lost: %s", _one_line(exc))
+                    if conn is not None:
+                        conn.close()
+                    conn = None
+                    time.sleep(0.5)
+        finally:
+            if conn is not None:
+                conn.close()
+
+    def listen_work(self, role: str, callback: Callable[[], None]) -> None:
+        """Call `callback` (from a thread of its own) whenever any process calls
+        `notify_work(role)` on this datastore (same database and schema)."""
+        ready = threading.Event()
+        thread = threading.Thread(target=self._listen_loop, args=(role, callback, ready),
+                                  daemon=True, name=f"ppm-pg-listen-{role}")
+        with self._lock:
+            if self._closed:
+                raise StorageError("the datastore is closed")
+            self._listeners.append((thread, ready))
+        thread.start()
+
+    def wait_listening(self, timeout: float) -> bool:
+        """Whether every `listen_work` listener is listening (waits up to `timeout`
+        seconds): from then on no notification is missed (a listener starts in the
+        background, not to block the caller's event loop)."""
+        deadline = time.monotonic() + timeout
+        return all(ready.wait(max(0.0, deadline - time.monotonic()))
+                   for _, ready in list(self._listeners))
+
+    def _listen_loop(self, role: str, callback: Callable[[], None],
+                     ready: threading.Event) -> None:
+        failures = 0
+        while not self._closed:
+            try:
+                with self._side_connect() as conn:
+                    schema = conn.execute("SELECT current_schema()").fetchone()
+                    mine = None if schema is None else schema[0]
+                    conn.execute(f'LISTEN "{_channel(role)}"')
+                    ready.set()
+                    if failures and not _call(callback):
+                        return  # (notifications may have been missed meanwhile)
+                    failures = 0
+                    while not self._closed:
+                        for note in conn.notifies(timeout=0.5):
+                            if note.payload == mine and not _call(callback):
+                                return
+            except psycopg.Error as exc:
+                if self._closed:
+                    return
+                failures += 1
+                log.warning("work notifications: %s; listening again", _one_line(exc))
+                time.sleep(min(0.2 * failures, 5.0))
+
     def close(self) -> None:
         with self._lock:
             if not self._closed:
                 self._closed = True
+                self._notify_wake.notify_all()
                 self._pool.close()
+        for thread, _ in self._listeners:
+            if thread is not threading.current_thread():
+                thread.join(timeout=5)
+
+
+def _call(callback: Callable[[], None]) -> bool:
+    """Run a listener's callback; False (stop listening) when it fails (e.g. its event
+    loop was closed)."""
+    try:
+        callback()
+    except Exception as exc:  # noqa: BLE001 - the listener stops, the datastore goes on
+        log.info("work listener stopped: %s", _one_line(exc))
+        return False
+    return True
+
+
+def _channel(role: str) -> str:
+    return "ppm_work_" + re.sub(r"[^a-z0-9_]", "_", role.lower())
 
