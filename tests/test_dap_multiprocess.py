@@ -15,8 +15,9 @@ machine is too slow to restart them that often). Then:
 
 Leases are short (`job_lease` 3 s) so that the work of a killed driver resumes quickly.
 
-The datastore is a fixture parameter (`datastore_spec`): SQLite files here; a PostgreSQL
-URL can be added as a second parameter once that backend exists.
+The datastore is a fixture parameter (`datastore_spec`): SQLite files, or PostgreSQL (each
+Aggregator a fresh schema of the session's scratch database, tests/pg_harness.py; the
+test holds the PostgreSQL test lock, shared, while it runs).
 """
 
 from __future__ import annotations
@@ -45,8 +46,9 @@ from dap.profiles.dap18.client import generate_report
 from dap.profiles.dap18.messages import Query, UploadRequest
 from dap.provision import new_task
 from dap.storage import HpkeKeyRecord, HpkeKeyState, ReportState
-from dap.storage.sqlite import SqliteDatastore
+from dap.storage import open_datastore as open_any_datastore
 from tests.dap_harness import free_port, wait_ready
+from tests.pg_harness import BACKENDS, PgDatabase, pg_use
 from vdaf.prio3 import Prio3Sum
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -60,19 +62,30 @@ pytestmark = pytest.mark.skipif(not hasattr(__import__("socket"), "SO_REUSEPORT"
                                 reason="needs SO_REUSEPORT (front ends sharing a port)")
 
 
-@pytest.fixture(params=["sqlite"])
-def datastore_spec(request: pytest.FixtureRequest, tmp_path: Path) -> Callable[[str], str]:
-    """role -> the `datastore` of that Aggregator's configuration. (At the merge with the
-    PostgreSQL backend: a "postgresql" parameter giving a fresh database's URL per role,
-    and `open_datastore` opening it.)"""
-    assert request.param == "sqlite"
-    return lambda role: str(tmp_path / f"{role}.sqlite")
+@pytest.fixture(params=BACKENDS)
+def datastore_spec(request: pytest.FixtureRequest, tmp_path: Path
+                   ) -> Iterator[Callable[[str], str]]:
+    """role -> the `datastore` of that Aggregator's configuration: a SQLite file, or a
+    PostgreSQL URL (a fresh schema per role, the same one at every call)."""
+    if request.param == "postgresql":
+        db: PgDatabase = request.getfixturevalue("pg_database")
+        urls: dict[str, str] = {}
+
+        def url(role: str) -> str:
+            if role not in urls:
+                urls[role] = db.new_url(role)
+            return urls[role]
+
+        with pg_use():
+            yield url
+    else:
+        yield lambda role: str(tmp_path / f"{role}.sqlite")
 
 
 def open_datastore(spec: str) -> Any:
     """The datastore a configuration's `datastore` names (only through the Transaction
     interface below, so that any backend serves)."""
-    return SqliteDatastore(spec, "NORMAL", key_from_env=False)
+    return open_any_datastore(spec, sqlite_synchronous="NORMAL", key_from_env=False)
 
 
 class Proc:

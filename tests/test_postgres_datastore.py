@@ -519,3 +519,78 @@ def test_provisioning_into_a_postgres_datastore(own_db: PgDatabase) -> None:
     finally:
         ds.close()
     assert "***" not in target.where and url.split("?")[0] in target.where
+
+
+def test_version_1_schema_without_the_lease_tables_gets_them(own_db: PgDatabase) -> None:
+    """A version-1 schema made before the lease token, `work_leases` and the due-work
+    indexes were added to version 1 gets them when opened; its jobs keep their rows."""
+    import psycopg
+
+    url = own_db.new_url("late")
+    open_datastore(url, key_from_env=False).close()
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("DROP TABLE work_leases")
+        conn.execute("DROP INDEX client_reports_new_tasks")
+        conn.execute("DROP INDEX aggregate_share_jobs_state")
+        conn.execute("ALTER TABLE aggregation_jobs DROP COLUMN lease_token")
+        conn.execute("INSERT INTO aggregation_jobs VALUES (%s, %s, 'leader', 'active', 0, "
+                     "'', NULL, 'r', 'h', '', NULL, NULL, 0, 0, 0, NULL, 1)",
+                     (TID, b"j" * 16))
+    ds = open_datastore(url, key_from_env=False)
+    try:
+        with ds.transaction() as tx:
+            old = tx.get_aggregation_job(TID, b"j" * 16)
+            assert old is not None and old.lease_token == b""
+            [leased] = tx.acquire_aggregation_jobs("leader", 10.0, 5.0, 5)
+            assert len(leased.lease_token) == 16
+            assert tx.get_leased_aggregation_job(TID, b"j" * 16, leased.lease_token) == leased
+            assert tx.try_lease("retention", b"leader", b"A", 10.0, 5.0)
+            tx.put_client_report(ClientReportRecord(TID, b"r" * 16, 5, b"x"))
+            assert tx.tasks_with_new_reports(5) == [TID]
+    finally:
+        ds.close()
+    with psycopg.connect(url) as conn:
+        assert conn.execute("SELECT version FROM schema_version").fetchall() == [(1,)]
+        indexes = {r[0] for r in conn.execute(
+            "SELECT indexname FROM pg_indexes WHERE schemaname = current_schema()")}
+    assert {"client_reports_new_tasks", "aggregate_share_jobs_state"} <= indexes
+    open_datastore(url, key_from_env=False).close()  # and again: nothing more to add
+
+
+def test_work_notifications_wake_other_processes_of_the_same_schema(own_db: PgDatabase
+                                                                    ) -> None:
+    """notify_work / listen_work (dap.server.scheduling.WorkNotifier) by NOTIFY/LISTEN:
+    a listener is woken by another datastore's notification for its role in its schema,
+    not by another role's or another schema's (notifications reach every listener of
+    the database in one order, so the listeners' first wake-ups show what they got)."""
+    url, other_url = own_db.new_url("notify"), own_db.new_url("notify_other")
+    stores = [open_datastore(u, key_from_env=False) for u in (url, url, other_url, url)]
+    listener, sender, other_schema, helper_listener = stores
+    got: dict[str, list[int]] = {"leader": [], "other": [], "helper": []}
+    events = {name: threading.Event() for name in got}
+
+    def on(name: str) -> Any:
+        def callback() -> None:
+            got[name].append(len(got["leader"]) + len(got["other"]) + len(got["helper"]))
+            events[name].set()
+        return callback
+
+    try:
+        listener.listen_work("leader", on("leader"))                # type: ignore[attr-defined]
+        other_schema.listen_work("leader", on("other"))             # type: ignore[attr-defined]
+        helper_listener.listen_work("helper", on("helper"))         # type: ignore[attr-defined]
+        for ds in (listener, other_schema, helper_listener):
+            assert ds.wait_listening(20)                            # type: ignore[attr-defined]
+        sender.notify_work("leader")                                # type: ignore[attr-defined]
+        assert events["leader"].wait(20), "no wake-up within 20 s"
+        sender.notify_work("helper")                                # type: ignore[attr-defined]
+        assert events["helper"].wait(20)
+        other_schema.notify_work("leader")                          # type: ignore[attr-defined]
+        assert events["other"].wait(20)
+        # Each listener woke first for its own notification, none for the others'.
+        assert len(got["leader"]) == 1 and len(got["helper"]) == 1
+        assert got["other"][0] == 2
+    finally:
+        for ds in stores:
+            ds.close()
+    assert not [t for t in threading.enumerate() if t.name.startswith("ppm-pg-listen")]

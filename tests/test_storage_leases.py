@@ -1,13 +1,12 @@
 """The datastore operations that let several processes share an Aggregator's work
-(dap/server/scheduling.py), on two connections to one SQLite file: what two processes
-see. Written against the `Transaction` interface, so that the PostgreSQL backend can run
-them too (`datastores` below takes more factories)."""
+(dap/server/scheduling.py), on several connections to one datastore: what several
+processes see. Written against the `Transaction` interface and run on every backend
+(`backend`: a SQLite file, or a fresh schema of the session's PostgreSQL database)."""
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterator
-from pathlib import Path
 
 import pytest
 
@@ -21,20 +20,24 @@ from dap.storage import (
     CollectionJobState,
     Datastore,
     ReportState,
+    open_datastore,
 )
-from dap.storage.sqlite import SqliteDatastore
+from tests.pg_harness import BACKENDS
 
 T1, T2, T3 = bytes([1]) * 32, bytes([2]) * 32, bytes([3]) * 32
 
+pytestmark = pytest.mark.parametrize("backend", BACKENDS)
 
-@pytest.fixture(params=["sqlite"])
-def datastores(request: pytest.FixtureRequest, tmp_path: Path
+
+@pytest.fixture
+def datastores(datastore_spec: Callable[[str], str], backend: str
                ) -> Iterator[Callable[[], Datastore]]:
     """Opens another connection (as another process would) to one datastore."""
-    opened: list[SqliteDatastore] = []
+    spec = datastore_spec("shared")
+    opened: list[Datastore] = []
 
     def open_one() -> Datastore:
-        ds = SqliteDatastore(tmp_path / "shared.sqlite", "OFF", key_from_env=False)
+        ds = open_datastore(spec, sqlite_synchronous="OFF", key_from_env=False)
         opened.append(ds)
         return ds
 

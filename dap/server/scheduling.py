@@ -11,8 +11,8 @@ sleeps until the earliest of:
   process (a task's straggler age, the next retention pass);
 * a notification: in one process, an asyncio event set by the upload and collection
   handlers and by finished job steps (`WorkEvent`); across processes, a datastore that
-  offers notifications (the optional `WorkNotifier` hooks; PostgreSQL LISTEN/NOTIFY can
-  provide them), else
+  offers notifications (the optional `WorkNotifier` hooks; PostgreSQL's NOTIFY/LISTEN
+  provide them, dap.storage.postgres), else
 * `work_poll_interval` seconds (configuration): the cheap poll of those indexed queries,
   which is how a driver learns of uploads that front ends in other processes stored.
 

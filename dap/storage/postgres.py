@@ -35,7 +35,12 @@ finds its report stored or not).
 
 Leases: `acquire_aggregation_jobs` takes its jobs with ``FOR UPDATE SKIP LOCKED``, so
 that processes acquiring at the same time (serializable mode) take different jobs
-without waiting. Every public method of `PostgresTransaction` is logged for replay
+without waiting, and gives each a new lease token; `get_leased_aggregation_job` compares
+it (``FOR UPDATE``), `try_lease` takes named leases (``INSERT ... ON CONFLICT DO UPDATE
+... WHERE`` expired or ours), as on SQLite (dap.server.scheduling). Drivers in other
+processes are woken by NOTIFY / LISTEN (`notify_work`, `listen_work`).
+
+Every public method of `PostgresTransaction` is logged for replay
 (`_RetryingTransaction`): a method added there is covered without more code.
 
 Schema: versioned (`schema_version`), migrated when the datastore is opened, under an
@@ -46,6 +51,7 @@ PPM_DATASTORE_KEY exactly as on SQLite (`dap.storage.secrets`).
 
 from __future__ import annotations
 
+import logging
 import pickle
 import random
 import re
@@ -96,6 +102,26 @@ from dap.storage.sqlite import (
 
 SCHEMA_VERSION = 1
 
+# Several processes per Aggregator (dap.server.scheduling): the aggregation job lease's
+# holder (AggregationJobRecord.lease_token), named leases (job creation per task,
+# collection jobs, retention), and the indexes of the queries that find due work without
+# looking at every task. Part of version 1 (never released without them); a version-1
+# schema created before they were added gets them when opened (`_V1_LATE`).
+# (aggregation_jobs (role, state, next_attempt_at) is aggregation_jobs_state, and
+# collection_jobs (state, next_attempt_at) is collection_jobs_state, below.)
+_LEASES = [
+    """CREATE TABLE work_leases (
+        kind TEXT NOT NULL, key BYTEA NOT NULL, holder BYTEA NOT NULL,
+        expiry DOUBLE PRECISION NOT NULL, PRIMARY KEY (kind, key))""",
+    "CREATE INDEX client_reports_new_tasks ON client_reports (state, task_id)",
+    "CREATE INDEX aggregate_share_jobs_state ON aggregate_share_jobs (state)",
+]
+_V1_LATE = [
+    "ALTER TABLE aggregation_jobs ADD COLUMN IF NOT EXISTS lease_token BYTEA NOT NULL "
+    "DEFAULT ''",
+    *(re.sub(r"^CREATE (TABLE|INDEX) ", r"CREATE \1 IF NOT EXISTS ", s) for s in _LEASES),
+]
+
 # Schema version -> the statements that bring the previous version to it (version 0: an
 # empty database). Column order is the records' field order (`SELECT *` builds them).
 _MIGRATIONS: dict[int, list[str]] = {
@@ -122,7 +148,8 @@ _MIGRATIONS: dict[int, list[str]] = {
             last_continue_hash BYTEA NOT NULL, response BYTEA, helper_url TEXT,
             attempts INTEGER NOT NULL, next_attempt_at DOUBLE PRECISION NOT NULL,
             lease_expiry DOUBLE PRECISION NOT NULL, error TEXT,
-            created_at DOUBLE PRECISION NOT NULL, PRIMARY KEY (task_id, job_id))""",
+            created_at DOUBLE PRECISION NOT NULL, lease_token BYTEA NOT NULL DEFAULT '',
+            PRIMARY KEY (task_id, job_id))""",
         "CREATE INDEX aggregation_jobs_hash ON aggregation_jobs (task_id, request_hash)",
         "CREATE INDEX aggregation_jobs_state ON aggregation_jobs (role, state, next_attempt_at)",
         "CREATE INDEX aggregation_jobs_created ON aggregation_jobs (created_at)",
@@ -182,6 +209,7 @@ _MIGRATIONS: dict[int, list[str]] = {
             next_attempt_at DOUBLE PRECISION NOT NULL, error TEXT NOT NULL)""",
         """CREATE TABLE eviction_horizons (
             task_id BYTEA PRIMARY KEY, horizon BIGINT NOT NULL)""",
+        *_LEASES,
     ],
 }
 
@@ -193,6 +221,8 @@ _IDLE = psycopg.pq.TransactionStatus.IDLE
 _INTRANS = psycopg.pq.TransactionStatus.INTRANS
 
 R = TypeVar("R")
+
+log = logging.getLogger("ppm.storage.postgres")
 
 
 class TransactionConflict(StorageError):
@@ -417,7 +447,7 @@ class PostgresTransaction:
 
     _AGG_COLS = ("task_id, job_id, role, state, step, agg_param, batch_id, request, request_hash,"
                  " last_continue_hash, response, helper_url, attempts, next_attempt_at,"
-                 " lease_expiry, error, created_at")
+                 " lease_expiry, error, created_at, lease_token")
 
     def put_aggregation_job(self, job: AggregationJobRecord) -> None:
         if not job.created_at:
@@ -425,7 +455,7 @@ class PostgresTransaction:
         values = list(_vals(job))
         values[3] = str(values[3])
         cur = self.c.execute(f"INSERT INTO aggregation_jobs ({self._AGG_COLS}) VALUES "
-                             f"({','.join(['%s'] * 17)}) ON CONFLICT DO NOTHING", values)
+                             f"({','.join(['%s'] * 18)}) ON CONFLICT DO NOTHING", values)
         if cur.rowcount != 1:
             raise StorageError("aggregation job exists")
 
@@ -452,9 +482,14 @@ class PostgresTransaction:
                                  ) -> list[AggregationJobRecord]:
         """Lease up to `limit` due active jobs (as SQLite: lease expired, next attempt
         due, oldest due first). Rows another transaction is leasing are skipped (``FOR
-        UPDATE SKIP LOCKED``), so that concurrent drivers take different jobs."""
+        UPDATE SKIP LOCKED``), so that concurrent drivers take different jobs. Each job
+        gets a fresh random 16-byte lease token (gen_random_uuid: 122 random bits from
+        the server's strong random source), as SQLite's os.urandom(16). (A transaction
+        replayed after a lost connection draws other tokens, so its replay is refused:
+        the acquisition fails, as any failed transaction, and the jobs stay unleased.)"""
         jobs = self._all(AggregationJobRecord,
-                         f"UPDATE aggregation_jobs SET lease_expiry=%s WHERE (task_id, job_id) "
+                         f"UPDATE aggregation_jobs SET lease_expiry=%s, "
+                         f"lease_token=uuid_send(gen_random_uuid()) WHERE (task_id, job_id) "
                          f"IN (SELECT task_id, job_id FROM aggregation_jobs WHERE role=%s AND "
                          f"state=%s AND lease_expiry<=%s AND next_attempt_at<=%s "
                          f"ORDER BY next_attempt_at, created_at LIMIT %s "
@@ -462,6 +497,13 @@ class PostgresTransaction:
                          (now + lease, role, str(AggregationJobState.ACTIVE), now, now, limit))
         jobs.sort(key=lambda j: (j.next_attempt_at, j.created_at))
         return jobs
+
+    def get_leased_aggregation_job(self, task_id: bytes, job_id: bytes, lease_token: bytes
+                                   ) -> AggregationJobRecord | None:
+        return self._one(AggregationJobRecord,
+                         f"SELECT {self._AGG_COLS} FROM aggregation_jobs WHERE task_id=%s AND "
+                         "job_id=%s AND lease_token=%s FOR UPDATE",
+                         (bytes(task_id), bytes(job_id), bytes(lease_token)))
 
     def count_active_aggregation_jobs(self, task_id: bytes, batch_id: bytes | None = None,
                                       time_from: int | None = None,
@@ -825,6 +867,58 @@ class PostgresTransaction:
     def delete_task_work(self, task_id: bytes) -> None:
         self.c.execute("DELETE FROM task_work WHERE task_id=%s", (bytes(task_id),))
 
+    # -- several processes: leases and due work (as SQLite's) ------------------------------
+
+    def try_lease(self, kind: str, key: bytes, holder: bytes, now: float, duration: float
+                  ) -> bool:
+        # One statement: insert, or take over a lease that expired or is ours already.
+        # ON CONFLICT DO UPDATE locks the row (even when its WHERE refuses): a True holds
+        # until the transaction ends.
+        cur = self.c.execute(
+            "INSERT INTO work_leases VALUES (%s,%s,%s,%s) ON CONFLICT (kind, key) DO UPDATE "
+            "SET holder=EXCLUDED.holder, expiry=EXCLUDED.expiry "
+            "WHERE work_leases.expiry<=%s OR work_leases.holder=EXCLUDED.holder",
+            (kind, bytes(key), bytes(holder), now + duration, now))
+        return cur.rowcount == 1
+
+    def release_lease(self, kind: str, key: bytes, holder: bytes) -> None:
+        self.c.execute("DELETE FROM work_leases WHERE kind=%s AND key=%s AND holder=%s",
+                       (kind, bytes(key), bytes(holder)))
+
+    def tasks_with_new_reports(self, limit: int) -> list[bytes]:
+        # A loose index scan of client_reports_new_tasks (a recursive query, evaluated
+        # only as far as the LIMIT asks): one index probe per task with work.
+        new = str(ReportState.NEW)
+        rows = self.c.execute(
+            "WITH RECURSIVE t(task_id) AS ("
+            " (SELECT task_id FROM client_reports WHERE state=%s ORDER BY task_id LIMIT 1)"
+            " UNION ALL"
+            " SELECT (SELECT c.task_id FROM client_reports c WHERE c.state=%s AND"
+            " c.task_id>t.task_id ORDER BY c.task_id LIMIT 1) FROM t"
+            " WHERE t.task_id IS NOT NULL)"
+            " SELECT task_id FROM t WHERE task_id IS NOT NULL LIMIT %s",
+            (new, new, max(0, limit))).fetchall()
+        return [bytes(row[0]) for row in rows]
+
+    def _min(self, sql: str, args: Sequence[Any]) -> float | None:
+        row = self.c.execute(sql, args).fetchone()
+        return None if row is None or row[0] is None else float(row[0])
+
+    def next_work_due(self, role: str) -> float | None:
+        times = [self._min("SELECT MIN(GREATEST(next_attempt_at, lease_expiry)) FROM "
+                           "aggregation_jobs WHERE role=%s AND state=%s",
+                           (role, str(AggregationJobState.ACTIVE)))]
+        if role == "leader":
+            times.append(self._min(
+                "SELECT MIN(next_attempt_at) FROM collection_jobs WHERE state IN (%s,%s)",
+                (str(CollectionJobState.START), str(CollectionJobState.COLLECTING))))
+        else:
+            times.append(self._min(
+                "SELECT MIN(next_attempt_at) FROM aggregate_share_jobs WHERE state=%s",
+                (str(AggregateShareJobState.START),)))
+        due = [t for t in times if t is not None]
+        return min(due) if due else None
+
     # -- retention -------------------------------------------------------------------------
 
     def get_eviction_horizon(self, task_id: bytes) -> int | None:
@@ -1068,6 +1162,10 @@ class PostgresDatastore:
         self._box = SecretBox(key) if key is not None else None
         self._closed = False
         self._lock = threading.Lock()
+        self._notify_wake = threading.Condition(self._lock)
+        self._notify_roles: set[str] = set()
+        self._notifier: threading.Thread | None = None
+        self._listeners: list[tuple[threading.Thread, threading.Event]] = []
         try:
             conn = psycopg.connect(url, connect_timeout=max(1, int(connect_timeout)),
                                    autocommit=False)
@@ -1125,6 +1223,10 @@ class PostgresDatastore:
                 for statement in _MIGRATIONS[target]:
                     conn.execute(statement)
                 conn.execute("UPDATE schema_version SET version=%s", (target,))
+            if version == 1 and conn.execute("SELECT to_regclass('work_leases')"
+                                             ).fetchone() == (None,):
+                for statement in _V1_LATE:
+                    conn.execute(statement)
             sealed = self._check_key(conn)
             conn.commit()
         except BaseException:
@@ -1224,9 +1326,123 @@ class PostgresDatastore:
         tx._owned = False
         self._pool.putconn(tx.c)  # idle: committed
 
+    # -- work notifications (dap.server.scheduling.WorkNotifier): NOTIFY / LISTEN --------
+    #
+    # Channel "ppm_work_<role>", payload the schema (current_schema()): Aggregators
+    # sharing one database in different schemas do not wake each other. Each side has a
+    # connection of its own (not the pool's: a LISTEN outlives transactions) and a
+    # thread: `notify_work` is called by request handlers on an event loop, so it only
+    # queues the role; a notification lost (a lost connection) costs the listener one
+    # `work_poll_interval`, and a listener that reconnects wakes once (it may have
+    # missed some).
+
+    def _side_connect(self) -> psycopg.Connection[Any]:
+        return psycopg.connect(self.url, autocommit=True, connect_timeout=10)
+
+    def notify_work(self, role: str) -> None:
+        """Wake `role`'s drivers in every process listening on this datastore."""
+        with self._lock:
+            if self._closed:
+                return
+            self._notify_roles.add(role)
+            if self._notifier is None:
+                self._notifier = threading.Thread(target=self._notify_loop, daemon=True,
+                                                  name="ppm-pg-notify")
+                self._notifier.start()
+            self._notify_wake.notify()
+
+    def _notify_loop(self) -> None:
+        conn: psycopg.Connection[Any] | None = None
+        try:
+            while True:
+                with self._lock:
+                    while not self._notify_roles and not self._closed:
+                        self._notify_wake.wait()
+                    if self._closed:
+                        return
+                    roles, self._notify_roles = self._notify_roles, set()
+                try:
+                    if conn is None or conn.closed:
+                        conn = self._side_connect()
+                    for role in sorted(roles):
+                        conn.execute("SELECT pg_notify(%s, current_schema())",
+                                     (_channel(role),))
+                except psycopg.Error as exc:
+                    log.warning("work notification lost: %s", _one_line(exc))
+                    if conn is not None:
+                        conn.close()
+                    conn = None
+                    time.sleep(0.5)
+        finally:
+            if conn is not None:
+                conn.close()
+
+    def listen_work(self, role: str, callback: Callable[[], None]) -> None:
+        """Call `callback` (from a thread of its own) whenever any process calls
+        `notify_work(role)` on this datastore (same database and schema)."""
+        ready = threading.Event()
+        thread = threading.Thread(target=self._listen_loop, args=(role, callback, ready),
+                                  daemon=True, name=f"ppm-pg-listen-{role}")
+        with self._lock:
+            if self._closed:
+                raise StorageError("the datastore is closed")
+            self._listeners.append((thread, ready))
+        thread.start()
+
+    def wait_listening(self, timeout: float) -> bool:
+        """Whether every `listen_work` listener is listening (waits up to `timeout`
+        seconds): from then on no notification is missed (a listener starts in the
+        background, not to block the caller's event loop)."""
+        deadline = time.monotonic() + timeout
+        return all(ready.wait(max(0.0, deadline - time.monotonic()))
+                   for _, ready in list(self._listeners))
+
+    def _listen_loop(self, role: str, callback: Callable[[], None],
+                     ready: threading.Event) -> None:
+        failures = 0
+        while not self._closed:
+            try:
+                with self._side_connect() as conn:
+                    schema = conn.execute("SELECT current_schema()").fetchone()
+                    mine = None if schema is None else schema[0]
+                    conn.execute(f'LISTEN "{_channel(role)}"')
+                    ready.set()
+                    if failures and not _call(callback):
+                        return  # (notifications may have been missed meanwhile)
+                    failures = 0
+                    while not self._closed:
+                        for note in conn.notifies(timeout=0.5):
+                            if note.payload == mine and not _call(callback):
+                                return
+            except psycopg.Error as exc:
+                if self._closed:
+                    return
+                failures += 1
+                log.warning("work notifications: %s; listening again", _one_line(exc))
+                time.sleep(min(0.2 * failures, 5.0))
+
     def close(self) -> None:
         with self._lock:
             if not self._closed:
                 self._closed = True
+                self._notify_wake.notify_all()
                 self._pool.close()
+        for thread, _ in self._listeners:
+            if thread is not threading.current_thread():
+                thread.join(timeout=5)
+
+
+def _call(callback: Callable[[], None]) -> bool:
+    """Run a listener's callback; False (stop listening) when it fails (e.g. its event
+    loop was closed)."""
+    try:
+        callback()
+    except Exception as exc:  # noqa: BLE001 - the listener stops, the datastore goes on
+        log.info("work listener stopped: %s", _one_line(exc))
+        return False
+    return True
+
+
+def _channel(role: str) -> str:
+    return "ppm_work_" + re.sub(r"[^a-z0-9_]", "_", role.lower())
 
