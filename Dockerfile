@@ -29,12 +29,7 @@ ENV ROLE=${ROLE} \
 
 WORKDIR /app
 COPY pyproject.toml setup.py MANIFEST.in README.md LICENSE ./
-COPY vdaf ./vdaf
-COPY dap ./dap
-COPY dp_policy ./dp_policy
-COPY interop ./interop
-COPY analytics ./analytics
-COPY ppm ./ppm
+COPY ppm_reference ./ppm_reference
 RUN pip install --no-cache-dir . && mkdir -p /logs /data
 
 EXPOSE 8080

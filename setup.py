@@ -2,7 +2,7 @@
 
 Everything else is in pyproject.toml. The repository keeps its vectors in
 ``test_vectors/`` (beside the packages, where the tests and the docs name them); a wheel
-carries a copy as package data of ``vdaf`` (``vdaf/test_vectors/``, found by
+carries a copy as package data of ``ppm_reference.vdaf`` (``ppm_reference/vdaf/test_vectors/``, found by
 ``vdaf.packaged``), so ``ppm vdaf vectors check`` and ``ppm dap vectors check`` work from
 a plain ``pip install``.
 """
@@ -24,7 +24,7 @@ class BuildPyWithVectors(build_py):
         source = ROOT / "test_vectors"
         if not source.is_dir():         # building from an sdist that lacks them
             return
-        target = Path(self.build_lib) / "vdaf" / "test_vectors"
+        target = Path(self.build_lib) / "ppm_reference" / "vdaf" / "test_vectors"
         if target.exists():
             shutil.rmtree(target)
         shutil.copytree(source, target, ignore=shutil.ignore_patterns("__pycache__"))

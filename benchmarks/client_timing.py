@@ -35,7 +35,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from vdaf import flp, registry  # noqa: E402
+from ppm_reference.vdaf import flp, registry  # noqa: E402
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,7 @@
 """DAP-18 end to end: reports per second through upload, aggregation and end to end, and
 the CPU the Aggregators spend per report beside the floor (issue 14).
 
-The Leader and the Helper run as processes (`python -m dap.server CONFIG`) on 127.0.0.1,
+The Leader and the Helper run as processes (`python -m ppm_reference.dap.server CONFIG`) on 127.0.0.1,
 on this machine (they share its cores with this script, which plays the Clients and the
 Collector). The rows are every combination of:
 
@@ -70,20 +70,20 @@ sys.path.insert(0, str(ROOT))
 
 import aiohttp  # noqa: E402
 
-from dap.collector import Collector  # noqa: E402
-from dap.common import Duration, Interval, Role, Time  # noqa: E402
-from dap.hpke import HpkeKeypair, generate_keypair, open_base  # noqa: E402
-from dap.profiles.dap18.client import generate_report, input_share_aad  # noqa: E402
-from dap.profiles.dap18.messages import PlaintextInputShare, Query, UploadRequest  # noqa: E402
-from dap.provision import ProvisionedTask, new_task  # noqa: E402
-from dap.storage import HpkeKeyRecord, HpkeKeyState  # noqa: E402
-from dap.storage.sqlite import SqliteDatastore  # noqa: E402
-from vdaf.ping_pong import (  # noqa: E402
+from ppm_reference.dap.collector import Collector  # noqa: E402
+from ppm_reference.dap.common import Duration, Interval, Role, Time  # noqa: E402
+from ppm_reference.dap.hpke import HpkeKeypair, generate_keypair, open_base  # noqa: E402
+from ppm_reference.dap.profiles.dap18.client import generate_report, input_share_aad  # noqa: E402
+from ppm_reference.dap.profiles.dap18.messages import PlaintextInputShare, Query, UploadRequest  # noqa: E402
+from ppm_reference.dap.provision import ProvisionedTask, new_task  # noqa: E402
+from ppm_reference.dap.storage import HpkeKeyRecord, HpkeKeyState  # noqa: E402
+from ppm_reference.dap.storage.sqlite import SqliteDatastore  # noqa: E402
+from ppm_reference.vdaf.ping_pong import (  # noqa: E402
     ping_pong_helper_init,
     ping_pong_leader_continued,
     ping_pong_leader_init,
 )
-from vdaf.prio3 import Prio3Count, Prio3Histogram  # noqa: E402
+from ppm_reference.vdaf.prio3 import Prio3Count, Prio3Histogram  # noqa: E402
 
 TARGET_UPLOAD = 2000.0
 VDAFS: dict[str, tuple[str, Any, float]] = {
@@ -226,7 +226,7 @@ class Server:
             cmd = [str(Path(sys.executable).parent / "py-spy"), "record", "--rate", "200",
                    "--threads", "--subprocesses", "--format", "raw", "-o",
                    str(PY_SPY_DIR / f"{self.role}.txt"), "--", sys.executable]
-        cmd += ["-m", "dap.server", str(self.config_path)]
+        cmd += ["-m", "ppm_reference.dap.server", str(self.config_path)]
         with open(self.log_path, "ab") as log:
             self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log,
                                          stderr=subprocess.STDOUT, cwd=ROOT,
@@ -288,13 +288,13 @@ class Store:
         """The project's datastore object for this location."""
         if self.kind == "sqlite":
             return SqliteDatastore(self.location, "FULL")
-        import dap.storage as storage
+        import ppm_reference.dap.storage as storage
         opener = getattr(storage, "open_datastore", None)
         if opener is None:
             try:
-                from dap.storage import postgres  # type: ignore[attr-defined]
+                from ppm_reference.dap.storage import postgres  # type: ignore[attr-defined]
             except ImportError:
-                raise Refused("no PostgreSQL datastore in dap.storage (issue 14, h-pg)"
+                raise Refused("no PostgreSQL datastore in ppm_reference.dap.storage (issue 14, h-pg)"
                               ) from None
             return postgres.PostgresDatastore(self.location)
         return opener(self.location)

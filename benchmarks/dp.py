@@ -20,7 +20,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from dp_policy.mechanisms import (  # noqa: E402
+from ppm_reference.dp_policy.mechanisms import (  # noqa: E402
     DiscreteGaussian,
     DiscreteLaplace,
     SymmetricRappor,

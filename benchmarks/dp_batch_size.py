@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import time
 
-from dp_policy import accounting
+from ppm_reference.dp_policy import accounting
 
 
 def main() -> None:

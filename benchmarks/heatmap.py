@@ -31,16 +31,16 @@ from typing import Any
 # The project root first: `benchmarks/vdaf.py` must not shadow the `vdaf` package.
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from analytics.heatmap.data import synthetic_city  # noqa: E402
-from analytics.heatmap.metrics import Metrics  # noqa: E402
-from analytics.heatmap.run import (  # noqa: E402
+from ppm_reference.analytics.heatmap.data import synthetic_city  # noqa: E402
+from ppm_reference.analytics.heatmap.metrics import Metrics  # noqa: E402
+from ppm_reference.analytics.heatmap.run import (  # noqa: E402
     HeatmapSettings,
     flat_baseline,
     hierarchical_baseline,
     local_aggregators,
     run_heatmap,
 )
-from analytics.heatmap.tree import flat_communication  # noqa: E402
+from ppm_reference.analytics.heatmap.tree import flat_communication  # noqa: E402
 
 Row = tuple[str, dict[str, float], float, str]
 

@@ -1,7 +1,7 @@
 """Idle CPU of a Leader with many tasks (issue 14: under 5 % of a core with 1,000 tasks).
 
 For each task count: a fresh SQLite datastore gets that many Leader tasks (Prio3Count,
-time-interval, no reports), then the Leader runs as a process (`python -m dap.server
+time-interval, no reports), then the Leader runs as a process (`python -m ppm_reference.dap.server
 CONFIG`, `--mode` as given: `all` by default, the one-process Aggregator) with nothing
 to do. After `--settle` seconds, its CPU time (user + system, from /proc/PID/stat) is
 read over `--seconds` seconds; the table prints it as a percentage of one core.
@@ -34,9 +34,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from dap.provision import new_task  # noqa: E402
-from dap.storage.sqlite import SqliteDatastore  # noqa: E402
-from vdaf.prio3 import Prio3Count  # noqa: E402
+from ppm_reference.dap.provision import new_task  # noqa: E402
+from ppm_reference.dap.storage.sqlite import SqliteDatastore  # noqa: E402
+from ppm_reference.vdaf.prio3 import Prio3Count  # noqa: E402
 
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
@@ -90,7 +90,7 @@ def measure(tasks: int, seconds: float, settle: float, mode: str, source: str | 
                                       "sqlite_synchronous": "NORMAL"}))
         env = dict(os.environ)
         env.pop("PPM_DATASTORE_KEY", None)
-        args = [sys.executable, "-m", "dap.server", str(config)]
+        args = [sys.executable, "-m", "ppm_reference.dap.server", str(config)]
         if source is not None:
             env["PYTHONPATH"] = source
         if mode != "all":

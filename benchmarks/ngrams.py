@@ -28,7 +28,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from analytics.federated import ngrams  # noqa: E402
+from ppm_reference.analytics.federated import ngrams  # noqa: E402
 
 
 def main() -> int:

@@ -250,13 +250,13 @@ def bench_datastores(dsn: str, tmp: str) -> dict[str, dict[str, tuple[float, flo
     both modes (durable commits), one thread and four threads."""
     import concurrent.futures
 
-    from dap.storage import (
+    from ppm_reference.dap.storage import (
         AggregationJobRecord,
         ClientReportRecord,
         StorageError,
         open_datastore,
     )
-    from dap.storage.postgres import PostgresDatastore
+    from ppm_reference.dap.storage.postgres import PostgresDatastore
 
     out: dict[str, dict[str, tuple[float, float]]] = {}
     with psycopg.connect(dsn, autocommit=True) as conn:

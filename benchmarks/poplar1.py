@@ -27,10 +27,10 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from vdaf.idpf import IdpfBBCGGI21  # noqa: E402
-from vdaf.poplar1 import Poplar1  # noqa: E402
-from vdaf.vdaf import gen_rand  # noqa: E402
-from vdaf.xof import XofFixedKeyAes128, XofTurboShake128, format_dst  # noqa: E402
+from ppm_reference.vdaf.idpf import IdpfBBCGGI21  # noqa: E402
+from ppm_reference.vdaf.poplar1 import Poplar1  # noqa: E402
+from ppm_reference.vdaf.vdaf import gen_rand  # noqa: E402
+from ppm_reference.vdaf.xof import XofFixedKeyAes128, XofTurboShake128, format_dst  # noqa: E402
 
 CTX = b"benchmark"
 

@@ -30,7 +30,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from dap.profiles import get_profile  # noqa: E402
+from ppm_reference.dap.profiles import get_profile  # noqa: E402
 from tests.dap_harness import AggregatorPair  # noqa: E402
 
 TABLES = ["client_reports", "aggregation_jobs", "report_aggregations", "aggregated_reports",
@@ -119,7 +119,7 @@ async def run(args: argparse.Namespace, tmp: Path) -> None:
         print_table("after collection", table_sizes(pair.leader_config.datastore),
                     table_sizes(pair.helper_config.datastore), total)
         try:
-            from dap.core import retention
+            from ppm_reference.dap.core import retention
         except ImportError:
             return
         for age in args.age:

@@ -6,7 +6,7 @@ verifier_shares_to_message, then all aggregators' verify_next).
 Prints the median (and minimum) over N reports with fresh OS randomness per report, after
 one warm-up report.
 
-With the libprio-rs peer built (`python -m interop.peers build libprio18`), the same
+With the libprio-rs peer built (`python -m ppm_reference.interop.peers build libprio18`), the same
 operations on the same measurements are timed inside that process (prio 0.18, Rust,
 `interop/peers/libprio18`), in the same run, and the table gets their medians and the
 ratio ours / theirs. Without it that column is absent, and a note says so.
@@ -31,9 +31,9 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from interop import peers  # noqa: E402
-from interop.peers import libprio  # noqa: E402
-from vdaf.vectors import VdafLike, lookup_instance  # noqa: E402
+from ppm_reference.interop import peers  # noqa: E402
+from ppm_reference.interop.peers import libprio  # noqa: E402
+from ppm_reference.vdaf.vectors import VdafLike, lookup_instance  # noqa: E402
 
 PEER = "libprio18"
 
@@ -163,7 +163,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"per report, median (min) over {args.reps} reports, 2 aggregators")
     if theirs is None:
         print(f"note: no libprio-rs column: the {PEER} peer is not built "
-              f"(python -m interop.peers build {PEER})")
+              f"(python -m ppm_reference.interop.peers build {PEER})")
         peer_head = ""
     else:
         print(f"libprio-rs: prio {version} (Rust, release build), median over the same "

@@ -23,15 +23,15 @@ from typing import Any
 
 from aiohttp import web
 
-from dap.client import Client
-from dap.collector import Collector
-from dap.common import Duration, Interval, Time
-from dap.profiles import SHIPPED
-from dap.provision import ProvisionedTask, new_task
-from dap.server.app import build_app
-from dap.server.common import STATE_KEY, AppState
-from dap.server.config import AggregatorConfig
-from dap.server.serving import ssl_context, start_site
+from ppm_reference.dap.client import Client
+from ppm_reference.dap.collector import Collector
+from ppm_reference.dap.common import Duration, Interval, Time
+from ppm_reference.dap.profiles import SHIPPED
+from ppm_reference.dap.provision import ProvisionedTask, new_task
+from ppm_reference.dap.server.app import build_app
+from ppm_reference.dap.server.common import STATE_KEY, AppState
+from ppm_reference.dap.server.config import AggregatorConfig
+from ppm_reference.dap.server.serving import ssl_context, start_site
 
 
 def free_port() -> int:
@@ -108,7 +108,7 @@ class AggregatorPair:
         `profile`, a dap-18 task: the request-by-request tests write DAP-18 messages by
         hand (the scenarios that run on every profile pass theirs)."""
         if "profile" not in kwargs:
-            from dap.profiles import get_profile
+            from ppm_reference.dap.profiles import get_profile
 
             kwargs["profile"] = get_profile("dap-18")
         pt = new_task(vdaf, self.leader_url, self.helper_url, **kwargs)
@@ -146,7 +146,7 @@ class Proto:
     object; a new profile runs them by being named in ``PROTOS``."""
 
     def __init__(self, name: str) -> None:
-        from dap.profiles import get_profile
+        from ppm_reference.dap.profiles import get_profile
 
         self.name = name
         self.profile = get_profile(name)
@@ -183,7 +183,7 @@ class Proto:
     def multihot(self, length: int, max_weight: int, chunk_length: int) -> Any:
         """Prio3MultihotCountVec; for VDAF-08 the MultiHotHistogram of its vectors."""
         if self.vdaf08:
-            from vdaf.prio3 import Prio3MultiHotHistogramV08
+            from ppm_reference.vdaf.prio3 import Prio3MultiHotHistogramV08
 
             return Prio3MultiHotHistogramV08(2, length, max_weight, chunk_length)
         return self._vdaf("Prio3MultihotCountVec", length=length, max_weight=max_weight,
@@ -259,7 +259,7 @@ def server_processes(tmp_path: Path, **config: Any) -> Iterator[dict[str, Any]]:
             log = open(tmp_path / f"{role}.log", "w")  # noqa: SIM115 - closed on exit
             logs.append(log)
             procs.append(subprocess.Popen(
-                [sys.executable, "-m", "ppm", role, "--config", str(configs[role])],
+                [sys.executable, "-m", "ppm_reference", role, "--config", str(configs[role])],
                 cwd=root, stdout=subprocess.DEVNULL, stderr=log, text=True))
         for proc, role in zip(procs, ("helper", "leader"), strict=True):
             wait_ready(proc, ports[role], log=tmp_path / f"{role}.log")

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from interop import peers
+from ppm_reference.interop import peers
 
 
 @functools.cache

@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 
-from analytics.heavy_hitters import (
+from ppm_reference.analytics.heavy_hitters import (
     HeavyHittersError,
     bit_string,
     children,
@@ -30,13 +30,13 @@ from analytics.heavy_hitters import (
     describe,
     walk,
 )
-from dap.collector import CollectionError
-from dap.common import BatchMode, ReportError, Role
-from dap.core import agg_params
-from dap.profiles import get_profile
+from ppm_reference.dap.collector import CollectionError
+from ppm_reference.dap.common import BatchMode, ReportError, Role
+from ppm_reference.dap.core import agg_params
+from ppm_reference.dap.profiles import get_profile
+from ppm_reference.vdaf.poplar1 import Poplar1, Poplar1V08
+from ppm_reference.vdaf.vdaf import gen_rand, run_vdaf
 from tests.dap_harness import PROTOS, AggregatorPair, Proto
-from vdaf.poplar1 import Poplar1, Poplar1V08
-from vdaf.vdaf import gen_rand, run_vdaf
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 FAST = {"worker_interval": 0.01}
@@ -171,7 +171,7 @@ def test_heavy_hitters_command(tmp_path: Path) -> None:
             tp = pt.task.time_precision
             start = (int(pair.clock()) // tp - 5) * tp
             proc = await asyncio.create_subprocess_exec(
-                sys.executable, "-m", "ppm", "analytics", "heavy-hitters",
+                sys.executable, "-m", "ppm_reference", "analytics", "heavy-hitters",
                 "--task", str(task_file), "--interval", f"{start},{10 * tp}",
                 "--threshold", "8", "--poll-interval", str(POLL), "--json",
                 stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
@@ -192,9 +192,9 @@ def test_heavy_hitters_command(tmp_path: Path) -> None:
 
 def test_heavy_hitters_command_refuses_a_prio3_task(tmp_path: Path,
                                                     capsys: pytest.CaptureFixture[str]) -> None:
-    from dap.provision import new_task
-    from ppm.cli import main
-    from vdaf.prio3 import Prio3Count
+    from ppm_reference.cli import main
+    from ppm_reference.dap.provision import new_task
+    from ppm_reference.vdaf.prio3 import Prio3Count
 
     pt = new_task(Prio3Count(2), "http://127.0.0.1:1/", "http://127.0.0.1:2/")
     task_file = tmp_path / "collector-task.json"
@@ -318,7 +318,7 @@ def test_poplar1_leader_selected_is_refused_at_collection(tmp_path: Path) -> Non
 def test_prio3_interval_is_still_collected_once(tmp_path: Path) -> None:
     """Prio3 keeps its rules: its one parameter, a batch released once (the same query
     again gets the stored result)."""
-    from vdaf.prio3 import Prio3Count
+    from ppm_reference.vdaf.prio3 import Prio3Count
 
     async def scenario() -> None:
         async with AggregatorPair(tmp_path, FAST, FAST) as pair:
@@ -336,10 +336,10 @@ def test_prio3_interval_is_still_collected_once(tmp_path: Path) -> None:
 
 def test_upload_and_collect_commands_on_a_poplar1_task(tmp_path: Path,
                                                       capsys: pytest.CaptureFixture[str]) -> None:
-    from dap.cli.errors import CliError
-    from dap.cli.upload import parse_measurement
-    from dap.provision import new_task
-    from ppm.cli import main
+    from ppm_reference.cli import main
+    from ppm_reference.dap.cli.errors import CliError
+    from ppm_reference.dap.cli.upload import parse_measurement
+    from ppm_reference.dap.provision import new_task
 
     vdaf = Poplar1(16)
     assert parse_measurement("0100000101011010", vdaf) == _bits(0x415A, 16)
@@ -361,7 +361,7 @@ def test_upload_and_collect_commands_on_a_poplar1_task(tmp_path: Path,
 
 def test_task_create_refuses_a_leader_selected_poplar1_task(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from ppm.cli import main
+    from ppm_reference.cli import main
 
     for role, name in (("leader", "l.json"), ("helper", "h.json")):
         (tmp_path / name).write_text(json.dumps({"role": role, "datastore": f"{role}.sqlite"}))
@@ -372,7 +372,7 @@ def test_task_create_refuses_a_leader_selected_poplar1_task(
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "Poplar1 tasks are time-interval" in err[0]
     # Nothing was provisioned into either datastore.
-    from dap.storage.sqlite import SqliteDatastore
+    from ppm_reference.dap.storage.sqlite import SqliteDatastore
 
     for role in ("leader", "helper"):
         store = SqliteDatastore(tmp_path / f"{role}.sqlite")

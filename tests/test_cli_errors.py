@@ -28,7 +28,7 @@ from typing import Any
 
 import pytest
 
-from ppm.cli import build_parser, main
+from ppm_reference.cli import build_parser, main
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -193,8 +193,8 @@ def test_dp_values_the_layers_refuse_are_one_line(capsys: pytest.CaptureFixture[
 def test_best_integer_order_is_the_exhaustive_scan() -> None:
     """The bracketed search of `ppm dp batch-size` (issue 16: minutes of scanning every
     integer order) finds the order the exhaustive scan over 2..4096 finds."""
-    from dp_policy import accounting
-    from dp_policy.calibration import rdp_to_dp
+    from ppm_reference.dp_policy import accounting
+    from ppm_reference.dp_policy.calibration import rdp_to_dp
 
     # (Over orders 2..1024 to keep the exhaustive scan short; the optima are inside.)
     for eps0, n in ((3.0, 1000), (5.0, 3000), (1.0, 2000), (7.0, 20000), (0.5, 500)):
@@ -210,7 +210,7 @@ def test_best_integer_order_is_the_exhaustive_scan() -> None:
 
 
 def test_dp_batch_size_is_the_smallest(capsys: pytest.CaptureFixture[str]) -> None:
-    from dp_policy import accounting
+    from ppm_reference.dp_policy import accounting
 
     steps: list[tuple[int, int]] = []
     n = accounting.rappor_min_batch_size(3.0, 1.0, 1e-9, progress=lambda lo, hi: steps.append(
@@ -269,13 +269,13 @@ def test_interop_serve_on_a_busy_port(capsys: pytest.CaptureFixture[str]) -> Non
 
 def test_json_output_into_a_closed_pipe() -> None:
     proc = subprocess.run(
-        f"{sys.executable} -m ppm dp tables --json | head -c 1", shell=True,
+        f"{sys.executable} -m ppm_reference dp tables --json | head -c 1", shell=True,
         capture_output=True, text=True, timeout=60, cwd=ROOT)
     assert "Traceback" not in proc.stderr and "BrokenPipe" not in proc.stderr
 
 
 def test_demo_bars_fit_the_terminal(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    from dap.cli.demo import render
+    from ppm_reference.dap.cli.demo import render
 
     monkeypatch.setenv("COLUMNS", "60")
     result = {"report_count": 10, "vdaf_description": "Prio3Histogram", "batch_mode":
@@ -287,7 +287,7 @@ def test_demo_bars_fit_the_terminal(monkeypatch: pytest.MonkeyPatch, tmp_path: P
               "timings": {"total": 1, "setup": 0, "upload": 0, "collect": 0}}
     assert max(len(line) for line in render(result).splitlines()) <= 80
     pytest.importorskip("matplotlib", reason="matplotlib (the 'plot' extra) is absent")
-    from dap.cli.demo import plot_demo
+    from ppm_reference.dap.cli.demo import plot_demo
 
     plot_demo(str(tmp_path / "demo.png"), result)
     assert (tmp_path / "demo.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
@@ -322,7 +322,7 @@ def test_config_types_come_from_the_dataclass() -> None:
     """A key another module adds to AggregatorConfig is checked from its annotation."""
     import dataclasses
 
-    from dap.server.config import AggregatorConfig, check_types
+    from ppm_reference.dap.server.config import AggregatorConfig, check_types
 
     @dataclasses.dataclass
     class Extended(AggregatorConfig):
@@ -351,12 +351,12 @@ def test_config_init_and_check(tmp_path: Path, capsys: pytest.CaptureFixture[str
 
 
 def test_readme_configuration_keys_are_current() -> None:
-    from dap.server.config import README_BEGIN, README_END, readme_section
+    from ppm_reference.dap.server.config import README_BEGIN, README_END, readme_section
 
     text = (ROOT / "README.md").read_text()
     section = text[text.index(README_BEGIN):text.index(README_END) + len(README_END)]
     assert section == readme_section(), \
-        "README is stale: run python -m dap.server.config --readme"
+        "README is stale: run python -m ppm_reference.dap.server.config --readme"
 
 
 # -- tasks, uploads and collections against running Aggregators --------------------------
@@ -582,7 +582,7 @@ def test_metrics_endpoint(servers: Any, tmp_path: Path,
 def test_json_log_lines() -> None:
     import logging
 
-    from dap.server.logs import JsonFormatter, configure
+    from ppm_reference.dap.server.logs import JsonFormatter, configure
 
     record = logging.LogRecord("ppm.access", logging.INFO, __file__, 1, "%s %s %d",
                                ("GET", "/hpke_config", 200), None)

@@ -19,10 +19,10 @@ from typing import Any
 
 import pytest
 
-from dap.profiles import SHIPPED
-from interop.conformance import catalogue as cat
-from interop.conformance.registry import catalogue
-from ppm.cli import main
+from ppm_reference.cli import main
+from ppm_reference.dap.profiles import SHIPPED
+from ppm_reference.interop.conformance import catalogue as cat
+from ppm_reference.interop.conformance.registry import catalogue
 from tests.dap_harness import free_port, server_processes
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -88,7 +88,7 @@ def test_own_aggregators_conform(servers: dict[str, str], role: str, profile: st
 
 def test_docs_are_generated_from_the_catalogue(capsys: pytest.CaptureFixture[str]) -> None:
     """docs/conformance.md is `ppm conformance --list --markdown` (regenerate it with
-    `python -m ppm conformance --list --markdown > docs/conformance.md`)."""
+    `python -m ppm_reference conformance --list --markdown > docs/conformance.md`)."""
     assert main(["conformance", "--list", "--markdown"]) == 0
     generated = capsys.readouterr().out
     assert (ROOT / "docs" / "conformance.md").read_text() == generated
@@ -140,7 +140,7 @@ def test_exit_status_and_junit_of_failures(monkeypatch: pytest.MonkeyPatch, tmp_
                                            capsys: pytest.CaptureFixture[str]) -> None:
     """Exit status 1 only when a MUST check fails; the JUnit report carries the failure's
     detail and the skip's reason."""
-    from interop.conformance import runner
+    from ppm_reference.interop.conformance import runner
 
     checks = {c.id: c for c in catalogue("leader")}
     must, should = checks["L-UPLOAD-001"], checks["L-PROBLEM-001"]
@@ -156,7 +156,7 @@ def test_exit_status_and_junit_of_failures(monkeypatch: pytest.MonkeyPatch, tmp_
 
     args = ["conformance", "--role", "leader", "--profile", "dap-18", "--target",
             "http://127.0.0.1:1/", "--task-file", str(tmp_path / "none.json")]
-    monkeypatch.setattr("interop.conformance.provision.TaskFileProvisioner.__init__",
+    monkeypatch.setattr("ppm_reference.interop.conformance.provision.TaskFileProvisioner.__init__",
                         lambda self, *a, **k: None)
     junit = tmp_path / "r.xml"
     monkeypatch.setattr(runner, "run_checks", fake({should.id: runner.FAIL,
@@ -224,7 +224,7 @@ def interop_api(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, 
             logs.append(log)
             (tmp / role).mkdir()
             procs.append(subprocess.Popen(
-                [sys.executable, "-m", "ppm", "interop", "serve", "--role", role, "--port",
+                [sys.executable, "-m", "ppm_reference", "interop", "serve", "--role", role, "--port",
                  str(port), "--data-dir", str(tmp / role)],
                 cwd=ROOT, stdout=subprocess.DEVNULL, stderr=log))
             urls[role] = f"http://127.0.0.1:{port}/"

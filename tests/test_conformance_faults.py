@@ -23,11 +23,11 @@ import aiohttp
 import pytest
 from aiohttp import web
 
-from dap.profiles import get_profile
-from interop.conformance import catalogue as cat
-from interop.conformance import runner
-from interop.conformance.provision import AdminProvisioner
-from interop.conformance.registry import catalogue
+from ppm_reference.dap.profiles import get_profile
+from ppm_reference.interop.conformance import catalogue as cat
+from ppm_reference.interop.conformance import runner
+from ppm_reference.interop.conformance.provision import AdminProvisioner
+from ppm_reference.interop.conformance.registry import catalogue
 from tests.dap_harness import AggregatorPair, free_port
 
 ADMIN = "fault-admin-token"
@@ -213,7 +213,7 @@ def forget_on_delete(proxy: FaultProxy, req: web.Request, h: Headers, b: bytes) 
 
 
 def forget_after_delete(mp: pytest.MonkeyPatch) -> None:
-    from dap.storage.sqlite import SqliteTransaction
+    from ppm_reference.dap.storage.sqlite import SqliteTransaction
 
     FORGOTTEN["on"] = False
     for name, value in (("is_report_aggregated", False), ("interval_overlaps_collected",
@@ -249,32 +249,28 @@ def corrupt_aggregate_share(req: web.Request, s: int, h: Headers, b: bytes
 
 
 def no_auth(mp: pytest.MonkeyPatch) -> None:
-    import dap.server.helper
-    import dap.server.leader
-
+    from ppm_reference import dap  # noqa: F401
     mp.setattr(dap.server.helper, "authenticate", lambda *a, **k: None)
     mp.setattr(dap.server.leader, "authenticate", lambda *a, **k: None)
 
 
 def accept_replays(mp: pytest.MonkeyPatch) -> None:
-    from dap.storage.sqlite import SqliteTransaction
+    from ppm_reference.dap.storage.sqlite import SqliteTransaction
 
     mp.setattr(SqliteTransaction, "is_report_aggregated", lambda *a, **k: False)
     mp.setattr(SqliteTransaction, "mark_report_aggregated", lambda *a, **k: True)
 
 
 def release_small_batches(mp: pytest.MonkeyPatch) -> None:
-    import dap.core.helper
-    import dap.core.leader
-
+    from ppm_reference import dap  # noqa: F401
     mp.setattr(dap.core.helper, "release_problem", lambda *a, **k: None)
     mp.setattr(dap.core.leader, "required_batch_size", lambda *a, **k: 0)
 
 
 def release_small_leader_selected_batches(mp: pytest.MonkeyPatch) -> None:
     """The Leader picks any open batch with a report in it, and releases it."""
-    import dap.core.leader
-    from dap.core.store import LeaderBatchState
+    from ppm_reference import dap  # noqa: F401
+    from ppm_reference.dap.core.store import LeaderBatchState
 
     release_small_batches(mp)
 
@@ -296,7 +292,7 @@ def no_time_checks(mp: pytest.MonkeyPatch) -> None:
 
 
 def no_overlap_checks(mp: pytest.MonkeyPatch) -> None:
-    from dap.storage.sqlite import SqliteTransaction
+    from ppm_reference.dap.storage.sqlite import SqliteTransaction
 
     mp.setattr(SqliteTransaction, "interval_overlaps_collected", lambda *a, **k: False)
 
@@ -304,8 +300,7 @@ def no_overlap_checks(mp: pytest.MonkeyPatch) -> None:
 def no_duplicate_check(mp: pytest.MonkeyPatch) -> None:
     """The job-level duplicate check removed; with the replay check too (else the
     second copy is rejected as a replay, which the draft allows)."""
-    import dap.core.helper
-
+    from ppm_reference import dap  # noqa: F401
     accept_replays(mp)
 
     original = dap.core.helper._check_init_request
@@ -327,16 +322,14 @@ def no_duplicate_check(mp: pytest.MonkeyPatch) -> None:
 
 
 def accept_unknown_report_extensions(mp: pytest.MonkeyPatch) -> None:
-    import dap.core.helper
-    import dap.core.leader
-
+    from ppm_reference import dap  # noqa: F401
     for module in (dap.core.leader, dap.core.helper):
         mp.setattr(module, "RECOGNIZED_REPORT_EXTENSIONS",
                    frozenset(module.RECOGNIZED_REPORT_EXTENSIONS) | {0xFFFE})
 
 
 def accept_any_agg_param(mp: pytest.MonkeyPatch) -> None:
-    from vdaf.prio3 import Prio3
+    from ppm_reference.vdaf.prio3 import Prio3
 
     mp.setattr(Prio3, "decode_agg_param", lambda self, data: None)
 
@@ -347,7 +340,7 @@ def drop_unknown_job_extensions(proxy: FaultProxy, req: web.Request, h: Headers,
     them before it sees the request)."""
     import dataclasses
 
-    from dap.profiles.dap18 import messages as m18
+    from ppm_reference.dap.profiles.dap18 import messages as m18
 
     if req.method == "POST" and req.path.endswith("/aggregation_jobs"):
         try:

@@ -7,8 +7,8 @@ from collections import Counter
 
 import pytest
 
-from dap.core.rand import OS_RNG, OsRng, Rng, SeededRng
-from dp_policy.mechanisms import Rng as DpRng
+from ppm_reference.dap.core.rand import OS_RNG, OsRng, Rng, SeededRng
+from ppm_reference.dp_policy.mechanisms import Rng as DpRng
 
 
 def test_both_satisfy_the_protocols() -> None:
@@ -33,7 +33,7 @@ def test_seeded_stream_known_answer() -> None:
     """Block 0 is SHA-256(domain || len(seed) || seed || 0): pinned so that a change of
     the construction (which would change every replayed simulation) is deliberate."""
     seed = b"\x01\x02"
-    expected = hashlib.sha256(b"ppm dap.core.rand SeededRng v1" + (2).to_bytes(8, "big")
+    expected = hashlib.sha256(b"ppm ppm_reference.dap.core.rand SeededRng v1" + (2).to_bytes(8, "big")
                               + seed + (0).to_bytes(8, "big")).digest()
     assert SeededRng(seed).token_bytes(32) == expected
 

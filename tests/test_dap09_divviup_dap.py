@@ -23,12 +23,12 @@ from typing import Any
 
 import pytest
 
-from dap.common import BatchMode
-from dap.profiles.dap09 import DAP_09
-from dap.profiles.dap09 import messages as m09
+from ppm_reference.dap.common import BatchMode
+from ppm_reference.dap.profiles.dap09 import DAP_09
+from ppm_reference.dap.profiles.dap09 import messages as m09
+from ppm_reference.vdaf.prio3 import Prio3CountV08, Prio3HistogramV08, Prio3SumV08, Prio3SumVecV08
 from tests.dap09_node import run_dap_upload, task_id_b64
 from tests.dap_harness import AggregatorPair
-from vdaf.prio3 import Prio3CountV08, Prio3HistogramV08, Prio3SumV08, Prio3SumVecV08
 
 PRECISION = 60
 

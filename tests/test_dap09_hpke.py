@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import pytest
 
-from dap.hpke import HpkeError, derive_keypair, open_base, seal_base
-from dap.profiles.dap09 import DAP_09
-from dap.profiles.dap09.client import (
+from ppm_reference.dap.hpke import HpkeError, derive_keypair, open_base, seal_base
+from ppm_reference.dap.profiles.dap09 import DAP_09
+from ppm_reference.dap.profiles.dap09.client import (
     open_aggregate_share,
     open_input_share,
     seal_aggregate_share,
     seal_input_share,
 )
-from dap.profiles.dap09.messages import (
+from ppm_reference.dap.profiles.dap09.messages import (
     AggregateShareAad,
     BatchSelector,
     Extension,
@@ -23,7 +23,7 @@ from dap.profiles.dap09.messages import (
     Role,
     TaskID,
 )
-from dap.profiles.dap18 import DAP_18
+from ppm_reference.dap.profiles.dap18 import DAP_18
 
 KP = derive_keypair(3, bytes(range(32)))
 TASK = TaskID(b"\x01" * 32)
@@ -65,7 +65,7 @@ def test_input_share_wrong_aad_role_or_key_fails() -> None:
 
 
 def test_input_share_plaintext_must_decode() -> None:
-    from dap.codec import DecodeError
+    from ppm_reference.dap.codec import DecodeError
 
     info = DAP_09.input_share_info(Role.LEADER)
     ct = seal_base(KP.config, info, AAD.encode(), b"\x00")  # not a PlaintextInputShare
@@ -98,8 +98,8 @@ def test_deterministic_sealing_for_vectors() -> None:
 
 
 def test_choose_config_accepts_a_dap09_list() -> None:
-    from dap.hpke import choose_config
-    from dap.profiles.dap09.messages import HpkeConfig, HpkeConfigList
+    from ppm_reference.dap.hpke import choose_config
+    from ppm_reference.dap.profiles.dap09.messages import HpkeConfig, HpkeConfigList
 
     unsupported = HpkeConfig(9, 0x9999, 1, 1, b"\x00" * 32)
     configs = HpkeConfigList.decode(HpkeConfigList([unsupported, KP.config]).encode())

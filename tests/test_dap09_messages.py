@@ -16,7 +16,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from dap.codec import (
+from ppm_reference.dap.codec import (
     DecodeError,
     EncodeError,
     EnumCodec,
@@ -29,7 +29,7 @@ from dap.codec import (
     Vector,
     field_specs,
 )
-from dap.profiles.dap09.messages import (
+from ppm_reference.dap.profiles.dap09.messages import (
     ALL_SCALARS,
     ALL_STRUCTS,
     HTTP_MESSAGES,

@@ -35,13 +35,19 @@ from typing import Any
 import pytest
 from aiohttp import web
 
-from dap.hpke import HpkeKeypair, generate_keypair
-from dap.profiles.dap09 import DAP_09
-from dap.profiles.dap09.client import decrypt_input_share, report_share_for
-from dap.profiles.dap09.messages import HpkeConfigList, QueryType, Report, Role
-from dap.profiles.dap09.task import Task09
+from ppm_reference.dap.hpke import HpkeKeypair, generate_keypair
+from ppm_reference.dap.profiles.dap09 import DAP_09
+from ppm_reference.dap.profiles.dap09.client import decrypt_input_share, report_share_for
+from ppm_reference.dap.profiles.dap09.messages import HpkeConfigList, QueryType, Report, Role
+from ppm_reference.dap.profiles.dap09.task import Task09
+from ppm_reference.vdaf.prio3 import (
+    Prio3,
+    Prio3CountV08,
+    Prio3HistogramV08,
+    Prio3SumV08,
+    Prio3SumVecV08,
+)
 from tests.dap09_node import PACKAGE_VERSION, install_dap_client, run_dap_upload, task_id_b64
-from vdaf.prio3 import Prio3, Prio3CountV08, Prio3HistogramV08, Prio3SumV08, Prio3SumVecV08
 
 HPKE_CONFIG_LIST = "application/dap-hpke-config-list"
 REPORT = "application/dap-report"

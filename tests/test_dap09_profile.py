@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from dap.profiles import PROFILES, ProfileError, get_profile
-from dap.profiles.dap09 import DAP_09
-from dap.profiles.dap09 import messages as messages09
-from dap.profiles.dap18 import DAP_18
-from dap.profiles.dap18.messages import HpkeConfigList as HpkeConfigList18
-from dap.profiles.dap18.messages import UploadRequest
+from ppm_reference.dap.profiles import PROFILES, ProfileError, get_profile
+from ppm_reference.dap.profiles.dap09 import DAP_09
+from ppm_reference.dap.profiles.dap09 import messages as messages09
+from ppm_reference.dap.profiles.dap18 import DAP_18
+from ppm_reference.dap.profiles.dap18.messages import HpkeConfigList as HpkeConfigList18
+from ppm_reference.dap.profiles.dap18.messages import UploadRequest
 
 
 def test_registry() -> None:
@@ -114,7 +114,7 @@ def test_auth_header() -> None:
 
 
 def test_vdaf_tables() -> None:
-    from vdaf import prio3, registry
+    from ppm_reference.vdaf import prio3, registry
 
     assert DAP_09.vdaf_ctx(b"\x00" * 32) == b""
     assert DAP_18.vdaf_ctx(b"\x00" * 32) == b"dap-18" + b"\x00" * 32

@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
-from dap.hpke import HpkeError, derive_keypair
-from dap.profiles.dap09 import DAP_09
-from dap.profiles.dap09.client import (
+from ppm_reference.dap.hpke import HpkeError, derive_keypair
+from ppm_reference.dap.profiles.dap09 import DAP_09
+from ppm_reference.dap.profiles.dap09.client import (
     Client09Error,
     InputShareRejected,
     collect_result,
@@ -22,7 +22,7 @@ from dap.profiles.dap09.client import (
     generate_report,
     report_share_for,
 )
-from dap.profiles.dap09.messages import (
+from ppm_reference.dap.profiles.dap09.messages import (
     AggregateShare,
     AggregateShareReq,
     AggregationJobInitReq,
@@ -44,9 +44,9 @@ from dap.profiles.dap09.messages import (
     Role,
     batch_checksum,
 )
-from dap.profiles.dap09.task import Task09, Task09Error
-from vdaf import ping_pong as pp
-from vdaf.prio3 import Prio3Count, Prio3CountV08, Prio3HistogramV08
+from ppm_reference.dap.profiles.dap09.task import Task09, Task09Error
+from ppm_reference.vdaf import ping_pong as pp
+from ppm_reference.vdaf.prio3 import Prio3Count, Prio3CountV08, Prio3HistogramV08
 
 LEADER = derive_keypair(1, b"\x01" * 32)
 HELPER = derive_keypair(2, b"\x02" * 32)

@@ -22,18 +22,18 @@ from typing import Any
 
 import aiohttp
 
-from dap.collector import CollectionError
-from dap.common import BatchMode
-from dap.core.tasks import Keyring
-from dap.hpke import HpkeConfig
-from dap.problems import ProblemDocument
-from dap.profiles.dap09 import DAP_09
-from dap.profiles.dap09 import client as client09
-from dap.profiles.dap09 import messages as m09
-from dap.provision import ProvisionedTask, b64
+from ppm_reference.dap.collector import CollectionError
+from ppm_reference.dap.common import BatchMode
+from ppm_reference.dap.core.tasks import Keyring
+from ppm_reference.dap.hpke import HpkeConfig
+from ppm_reference.dap.problems import ProblemDocument
+from ppm_reference.dap.profiles.dap09 import DAP_09
+from ppm_reference.dap.profiles.dap09 import client as client09
+from ppm_reference.dap.profiles.dap09 import messages as m09
+from ppm_reference.dap.provision import ProvisionedTask, b64
+from ppm_reference.vdaf.ping_pong import ping_pong_leader_init
+from ppm_reference.vdaf.prio3 import Prio3CountV08
 from tests.dap_harness import AggregatorPair
-from vdaf.ping_pong import ping_pong_leader_init
-from vdaf.prio3 import Prio3CountV08
 
 PRECISION = 60
 URN = "urn:ietf:params:ppm:dap:error:"
@@ -127,7 +127,7 @@ def test_hpke_config_and_upload(tmp_path: Path) -> None:
 
 
 def test_expired_task_rejects_reports(tmp_path: Path) -> None:
-    from dap.common import Duration, Interval, Time
+    from ppm_reference.dap.common import Duration, Interval, Time
 
     async def go() -> None:
         async with AggregatorPair(tmp_path) as pair, aiohttp.ClientSession() as session:
@@ -344,9 +344,9 @@ def test_client_accepts_200_and_201_uploads() -> None:
 
     from aiohttp import web
 
-    from dap.client import Client, UploadError
-    from dap.hpke import generate_keypair
-    from dap.provision import new_task
+    from ppm_reference.dap.client import Client, UploadError
+    from ppm_reference.dap.hpke import generate_keypair
+    from ppm_reference.dap.provision import new_task
 
     async def go() -> None:
         keys = {"leader": generate_keypair(1), "helper": generate_keypair(2)}

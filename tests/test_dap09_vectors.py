@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from dap.profiles.dap09 import DAP_09
-from dap.profiles.dap09.messages import ALL_SCALARS, ALL_STRUCTS, PingPongMessage
-from dap.vectors import check, generate
-from ppm.cli import main
+from ppm_reference.cli import main
+from ppm_reference.dap.profiles.dap09 import DAP_09
+from ppm_reference.dap.profiles.dap09.messages import ALL_SCALARS, ALL_STRUCTS, PingPongMessage
+from ppm_reference.dap.vectors import check, generate
 
 COMMITTED = Path(__file__).resolve().parent.parent / "test_vectors" / "dap-09"
 

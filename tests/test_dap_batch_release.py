@@ -18,8 +18,8 @@ from typing import Any
 
 import pytest
 
-from dap.collector import CollectionError, Collector
-from dap.common import BatchMode
+from ppm_reference.dap.collector import CollectionError, Collector
+from ppm_reference.dap.common import BatchMode
 from tests.dap_harness import PROTOS, AggregatorPair, Proto
 
 POLICY = {"policy": "HistogramWithAggregatorLaplace", "epsilon": 1.0}
@@ -39,7 +39,7 @@ async def raw_collect(collector: Collector, query: Any, timeout: float = 30.0) -
                 body = await resp.read()
                 status = resp.status
             if status >= 400:
-                from dap.collector import _error
+                from ppm_reference.dap.collector import _error
                 raise _error(status, body)
             if body and status == 200:
                 return body
@@ -161,7 +161,7 @@ def test_second_job_on_a_collected_batch_is_refused(tmp_path: Path) -> None:
                     (job,) = tx.list_task_collection_jobs(tid, ("finished",))
                     from dataclasses import replace
 
-                    from dap.storage import CollectionJobState
+                    from ppm_reference.dap.storage import CollectionJobState
                     twin = replace(job, job_id=secrets.token_bytes(16),
                                    request_hash=secrets.token_bytes(32),
                                    state=CollectionJobState.START, response=None)

@@ -14,18 +14,18 @@ from typing import Any
 
 import pytest
 
-from dap.cli.args import build_vdaf
-from dap.cli.errors import CliError
-from dap.cli.upload import parse_measurement
-from dap.provision import new_task
-from ppm.cli import main
+from ppm_reference.cli import main
+from ppm_reference.dap.cli.args import build_vdaf
+from ppm_reference.dap.cli.errors import CliError
+from ppm_reference.dap.cli.upload import parse_measurement
+from ppm_reference.dap.provision import new_task
 from tests.dap_harness import server_processes
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 
 
 def ppm(*args: str, timeout: float = 60.0) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "ppm", *args], cwd=PROJECT_ROOT,
+    return subprocess.run([sys.executable, "-m", "ppm_reference", *args], cwd=PROJECT_ROOT,
                           capture_output=True, text=True, timeout=timeout)
 
 
@@ -248,7 +248,7 @@ def test_bad_input_errors(capsys: pytest.CaptureFixture[str], task_files: dict[s
 
 
 def test_python_m_dap_server_bad_config(tmp_path: Path) -> None:
-    proc = subprocess.run([sys.executable, "-m", "dap.server", str(tmp_path / "none.json")],
+    proc = subprocess.run([sys.executable, "-m", "ppm_reference.dap.server", str(tmp_path / "none.json")],
                           cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=30)
     assert proc.returncode == 2 and "configuration file not found" in proc.stderr
 
@@ -295,7 +295,7 @@ def test_build_vdaf_errors_name_the_options(kwargs: dict[str, Any], message: str
 
 
 def test_build_vdaf_by_profile() -> None:
-    from vdaf import registry
+    from ppm_reference.vdaf import registry
 
     vdaf = build_vdaf("Prio3SumVec", length=10, max_measurement=255)
     assert registry.describe(vdaf) == "Prio3SumVec(length=10, max_measurement=255, chunk_length=12)"

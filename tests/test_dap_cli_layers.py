@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from dap import dp
-from dap.admin_client import AdminClient, AdminError, admin_base
-from dap.provision import Target, provision
+from ppm_reference.dap import dp
+from ppm_reference.dap.admin_client import AdminClient, AdminError, admin_base
+from ppm_reference.dap.provision import Target, provision
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -109,16 +109,16 @@ def _imports(path: Path) -> set[str]:
 def test_only_the_cli_imports_the_cli() -> None:
     allowed: set[Path] = set()
     offenders = []
-    for path in sorted((ROOT / "dap").rglob("*.py")):
-        if (ROOT / "dap" / "cli") in path.parents or path in allowed:
+    for path in sorted((ROOT / "ppm_reference" / "dap").rglob("*.py")):
+        if (ROOT / "ppm_reference" / "dap" / "cli") in path.parents or path in allowed:
             continue
         if any(_is_cli(m) for m in _imports(path)):
             offenders.append(str(path.relative_to(ROOT)))
     assert offenders == []
     # dap/demo.py (the demo job) in particular, and the check would see such an import.
-    assert "dap.client" in _imports(ROOT / "dap" / "demo.py")
-    assert _is_cli("dap.cli.errors") and not _is_cli("dap.client")
+    assert "ppm_reference.dap.client" in _imports(ROOT / "ppm_reference" / "dap" / "demo.py")
+    assert _is_cli("ppm_reference.dap.cli.errors") and not _is_cli("ppm_reference.dap.client")
 
 
 def _is_cli(module: str) -> bool:
-    return module == "dap.cli" or module.startswith("dap.cli.")
+    return module == "ppm_reference.dap.cli" or module.startswith("ppm_reference.dap.cli.")

@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 
-from dap.common import BatchMode, Extension, Interval, Role, Time
-from dap.hpke import HpkeError, HpkeKeypair, Kem, generate_keypair
-from dap.profiles.dap18 import DAP_18
-from dap.profiles.dap18.client import (
+from ppm_reference.dap.common import BatchMode, Extension, Interval, Role, Time
+from ppm_reference.dap.hpke import HpkeError, HpkeKeypair, Kem, generate_keypair
+from ppm_reference.dap.profiles.dap18 import DAP_18
+from ppm_reference.dap.profiles.dap18.client import (
     ClientError,
     aggregate_share_aad,
     collect_result,
@@ -21,16 +21,16 @@ from dap.profiles.dap18.client import (
     input_share_aad,
     open_input_share,
 )
-from dap.profiles.dap18.messages import (
+from ppm_reference.dap.profiles.dap18.messages import (
     CollectionJobReq,
     CollectionJobResp,
     Query,
     Report,
     UploadRequest,
 )
-from dap.profiles.dap18.task import Task
+from ppm_reference.dap.profiles.dap18.task import Task
 
-prio3 = pytest.importorskip("vdaf.prio3")
+prio3 = pytest.importorskip("ppm_reference.vdaf.prio3")
 
 TIME_PRECISION = 3600
 NOW = Time.from_seconds(1_700_000_000, TIME_PRECISION)

@@ -7,7 +7,7 @@ from enum import IntEnum
 
 import pytest
 
-from dap.codec import (
+from ppm_reference.dap.codec import (
     U8,
     U16,
     U32,
@@ -121,7 +121,7 @@ def test_vector_length_prefix_must_cover_whole_items() -> None:
     # items prefix says 4 bytes, but an Item needs at least 4 and the second is cut.
     data = bytes.fromhex("0006" "0001" "0001" "61" "00")
     v = Vector(StructCodec(Item), 2)
-    from dap.codec import Decoder
+    from ppm_reference.dap.codec import Decoder
 
     dec = Decoder(data, "X")
     with pytest.raises(DecodeError, match=r"X\[1\]\.kind: need 2 bytes, only 1 left"):

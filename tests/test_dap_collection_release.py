@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from dap.collector import CollectionError
+from ppm_reference.dap.collector import CollectionError
+from ppm_reference.vdaf.prio3 import Prio3Count
 from tests.dap_harness import AggregatorPair
-from vdaf.prio3 import Prio3Count
 
 
 def test_refused_time_interval_collection_is_released(tmp_path: Path) -> None:

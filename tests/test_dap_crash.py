@@ -1,5 +1,5 @@
 """Crash recovery with real processes: the Leader and the Helper run as separate
-`python -m dap.server CONFIG` processes on 127.0.0.1, each on its own SQLite file
+`python -m ppm_reference.dap.server CONFIG` processes on 127.0.0.1, each on its own SQLite file
 (synchronous=FULL). Reports are uploaded, one Aggregator is killed with SIGKILL while
 aggregation jobs are in flight, restarted on the same datastore and port, and the
 collected result must count every uploaded report exactly once.
@@ -49,26 +49,26 @@ from typing import Any
 
 import pytest
 
-import dap.server
-from dap.client import Client
-from dap.collector import Collector
-from dap.common import BatchMode
-from dap.provision import ProvisionedTask, new_task
-from dap.storage import open_datastore
+from ppm_reference import dap  # noqa: F401
+from ppm_reference.dap.client import Client
+from ppm_reference.dap.collector import Collector
+from ppm_reference.dap.common import BatchMode
+from ppm_reference.dap.provision import ProvisionedTask, new_task
+from ppm_reference.dap.storage import open_datastore
 from tests.dap_harness import PROTOS, Proto, free_port
 from tests.pg_harness import BACKENDS, raw_connect
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
-_FALLBACK = ("import sys; from dap.server.app import run; "
-             "from dap.server.config import AggregatorConfig; "
+_FALLBACK = ("import sys; from ppm_reference.dap.server.app import run; "
+             "from ppm_reference.dap.server.config import AggregatorConfig; "
              "run(AggregatorConfig.load(sys.argv[1]))")
 
 
 def server_command(config_path: Path) -> list[str]:
-    """`python -m dap.server CONFIG`, or the equivalent one-liner if the package has no
+    """`python -m ppm_reference.dap.server CONFIG`, or the equivalent one-liner if the package has no
     `__main__` yet."""
     if (Path(dap.server.__file__).parent / "__main__.py").exists():
-        return [sys.executable, "-m", "dap.server", str(config_path)]
+        return [sys.executable, "-m", "ppm_reference.dap.server", str(config_path)]
     return [sys.executable, "-c", _FALLBACK, str(config_path)]
 
 

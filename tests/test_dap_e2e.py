@@ -27,11 +27,11 @@ from typing import Any
 import aiohttp
 import pytest
 
-from dap.collector import Collection
-from dap.common import BatchMode
-from dap.profiles.dap18.messages import Query
-from dap.provision import ProvisionedTask, new_task
-from dp_policy import policies
+from ppm_reference.dap.collector import Collection
+from ppm_reference.dap.common import BatchMode
+from ppm_reference.dap.profiles.dap18.messages import Query
+from ppm_reference.dap.provision import ProvisionedTask, new_task
+from ppm_reference.dp_policy import policies
 from tests.dap_harness import PROTOS, AggregatorPair, Proto
 
 MODES = [BatchMode.TIME_INTERVAL, BatchMode.LEADER_SELECTED]

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from dap.common import BatchMode
-from dap.profiles.dap18.messages import Query
+from ppm_reference.dap.common import BatchMode
+from ppm_reference.dap.profiles.dap18.messages import Query
+from ppm_reference.vdaf.prio3 import Prio3Histogram
 from tests.dap_harness import AggregatorPair
-from vdaf.prio3 import Prio3Histogram
 
 
 @pytest.mark.parametrize("mode", [BatchMode.TIME_INTERVAL, BatchMode.LEADER_SELECTED])
@@ -59,7 +59,7 @@ def test_dap_auth_token_header_is_accepted(tmp_path: Path) -> None:
     `Authorization: Bearer`; a wrong token in either is refused."""
     import aiohttp
 
-    from dap.profiles.dap18.messages import CollectionJobReq
+    from ppm_reference.dap.profiles.dap18.messages import CollectionJobReq
 
     async def run() -> None:
         async with AggregatorPair(tmp_path) as pair:

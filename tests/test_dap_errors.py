@@ -24,7 +24,7 @@ from typing import Any
 import aiohttp
 import pytest
 
-from dap.common import (
+from ppm_reference.dap.common import (
     BatchMode,
     Duration,
     Extension,
@@ -39,10 +39,10 @@ from dap.common import (
     VerifyRespType,
     batch_checksum,
 )
-from dap.hpke import generate_keypair, seal_input_share
-from dap.problems import PROBLEM_MEDIA_TYPE
-from dap.profiles.dap18.client import generate_report, input_share_aad, shard
-from dap.profiles.dap18.messages import (
+from ppm_reference.dap.hpke import generate_keypair, seal_input_share
+from ppm_reference.dap.problems import PROBLEM_MEDIA_TYPE
+from ppm_reference.dap.profiles.dap18.client import generate_report, input_share_aad, shard
+from ppm_reference.dap.profiles.dap18.messages import (
     AggregateShareReq,
     AggregationJobContinueReq,
     AggregationJobExtension,
@@ -61,10 +61,10 @@ from dap.profiles.dap18.messages import (
     VerifyContinue,
     VerifyInit,
 )
-from dap.provision import ProvisionedTask
+from ppm_reference.dap.provision import ProvisionedTask
+from ppm_reference.vdaf.ping_pong import Continued, ping_pong_leader_init
+from ppm_reference.vdaf.prio3 import Prio3Histogram, Prio3Sum
 from tests.dap_harness import AggregatorPair
-from vdaf.ping_pong import Continued, ping_pong_leader_init
-from vdaf.prio3 import Prio3Histogram, Prio3Sum
 
 URN = "urn:ietf:params:ppm:dap:error:"
 PRECISION = 60

@@ -8,14 +8,14 @@ from typing import Any
 
 import pytest
 
-pytest.importorskip("vdaf.prio3")
+pytest.importorskip("ppm_reference.vdaf.prio3")
 
-from dap.core import helper, leader  # noqa: E402
-from dap.core.rand import Rng  # noqa: E402
-from dap.profiles.dap09 import DAP_09  # noqa: E402
-from dap.profiles.dap18 import DAP_18  # noqa: E402
-from dap.profiles.example_run import RecordedRng  # noqa: E402
-from dap.vectors import VectorError  # noqa: E402
+from ppm_reference.dap.core import helper, leader  # noqa: E402
+from ppm_reference.dap.core.rand import Rng  # noqa: E402
+from ppm_reference.dap.profiles.dap09 import DAP_09  # noqa: E402
+from ppm_reference.dap.profiles.dap18 import DAP_18  # noqa: E402
+from ppm_reference.dap.profiles.example_run import RecordedRng  # noqa: E402
+from ppm_reference.dap.vectors import VectorError  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent / "test_vectors"
 
@@ -73,9 +73,9 @@ def test_example_messages_are_what_the_core_sent(profile: Any,
 
 def test_without_the_seam_aggregate_shares_are_sealed_with_fresh_keys() -> None:
     """The servers never pass ephemeral_ikm: two encryptions of the same share differ."""
-    from dap.common import Role
-    from dap.core.wire import CollReq
-    from dap.profiles.vector_cases import hpke_keypair
+    from ppm_reference.dap.common import Role
+    from ppm_reference.dap.core.wire import CollReq
+    from ppm_reference.dap.profiles.vector_cases import hpke_keypair
 
     doc = json.loads((ROOT / "dap-18" / "examples" / "Prio3Count.json").read_text())
     inputs = doc["inputs"]

@@ -11,9 +11,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from dap.codec import DecodeError, EncodeError
-from dap.common import Extension, HpkeCiphertext, ReportID, Time, VerifyRespType
-from dap.hpke import (
+from ppm_reference.dap.codec import DecodeError, EncodeError
+from ppm_reference.dap.common import Extension, HpkeCiphertext, ReportID, Time, VerifyRespType
+from ppm_reference.dap.hpke import (
     HpkeError,
     _open_base_pyhpke,
     all_suites,
@@ -21,9 +21,9 @@ from dap.hpke import (
     open_base,
     seal_base,
 )
-from dap.profiles.dap18 import fast
-from dap.profiles.dap18 import messages as m18
-from dap.profiles.dap19 import messages as m19
+from ppm_reference.dap.profiles.dap18 import fast
+from ppm_reference.dap.profiles.dap18 import messages as m18
+from ppm_reference.dap.profiles.dap19 import messages as m19
 
 SETTINGS = settings(max_examples=150, deadline=None,
                     suppress_health_check=[HealthCheck.too_slow])
@@ -221,9 +221,9 @@ def test_plaintext_input_share(exts: tuple[Extension, ...], payload: bytes,
 @SETTINGS
 @given(metadata(), small)
 def test_input_share_aad(md: m18.ReportMetadata, public_share: bytes) -> None:
-    from dap.profiles.dap18.client import input_share_aad
-    from dap.provision import new_task
-    from vdaf.prio3 import Prio3Count
+    from ppm_reference.dap.profiles.dap18.client import input_share_aad
+    from ppm_reference.dap.provision import new_task
+    from ppm_reference.vdaf.prio3 import Prio3Count
 
     task = _TASK.get("t") or _TASK.setdefault(
         "t", new_task(Prio3Count(2), "https://l.example/", "https://h.example/").task)

@@ -5,9 +5,16 @@ from __future__ import annotations
 
 import pytest
 
-from dap.codec import DecodeError
-from dap.common import BatchMode, Extension, HpkeCiphertext, HpkeConfig, HpkeConfigList, Role
-from dap.hpke import (
+from ppm_reference.dap.codec import DecodeError
+from ppm_reference.dap.common import (
+    BatchMode,
+    Extension,
+    HpkeCiphertext,
+    HpkeConfig,
+    HpkeConfigList,
+    Role,
+)
+from ppm_reference.dap.hpke import (
     Aead,
     HpkeError,
     HpkeKeypair,
@@ -25,9 +32,9 @@ from dap.hpke import (
     seal_base_deterministic,
     seal_input_share,
 )
-from dap.profiles.dap18 import DAP_18
-from dap.profiles.dap18.client import open_input_share
-from dap.profiles.dap18.messages import (
+from ppm_reference.dap.profiles.dap18 import DAP_18
+from ppm_reference.dap.profiles.dap18.client import open_input_share
+from ppm_reference.dap.profiles.dap18.messages import (
     AggregateShareAad,
     CollectionJobReq,
     InputShareAad,

@@ -21,10 +21,10 @@ from typing import Any
 import aiohttp
 import pytest
 
-from dap.common import BatchMode
-from dap.core import helper as core_helper
-from dap.provision import ProvisionedTask, b64, new_task
-from dap.storage import AggregationJobState, ClientReportRecord, CollectionJobState
+from ppm_reference.dap.common import BatchMode
+from ppm_reference.dap.core import helper as core_helper
+from ppm_reference.dap.provision import ProvisionedTask, b64, new_task
+from ppm_reference.dap.storage import AggregationJobState, ClientReportRecord, CollectionJobState
 from tests.dap_harness import PROTOS, AggregatorPair
 
 PROTO = PROTOS[0]

@@ -14,13 +14,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dap.codec import DecodeError
-from dap.common import BatchMode
-from dap.dp import policy_from_spec
-from dap.profiles import get_profile
-from dap.provision import new_task
-from dap.task import TaskError
-from dp_policy import policies
+from ppm_reference.dap.codec import DecodeError
+from ppm_reference.dap.common import BatchMode
+from ppm_reference.dap.dp import policy_from_spec
+from ppm_reference.dap.profiles import get_profile
+from ppm_reference.dap.provision import new_task
+from ppm_reference.dap.task import TaskError
+from ppm_reference.dp_policy import policies
+from ppm_reference.vdaf import circuits, registry
+from ppm_reference.vdaf.prio3 import Prio3L1BoundSum
 from tests.dap_harness import AggregatorPair, Proto
 from tests.test_dap_e2e import (
     ASYNC,
@@ -32,14 +34,12 @@ from tests.test_dap_e2e import (
     sql,
     upload,
 )
-from vdaf import circuits, registry
-from vdaf.prio3 import Prio3L1BoundSum
 
 RUNS_IT = ("dap-19", "dap-18")
 
 
 def _config_cls() -> Any:
-    from dap.profiles.dap18.task import Prio3L1BoundSumConfig
+    from ppm_reference.dap.profiles.dap18.task import Prio3L1BoundSumConfig
 
     return Prio3L1BoundSumConfig
 
@@ -88,7 +88,7 @@ def test_task_carries_vdaf_type_7_and_round_trips(name: str) -> None:
 
 
 def test_invalid_configurations_are_refused() -> None:
-    from dap.profiles.dap18.task import vdaf_from_configuration
+    from ppm_reference.dap.profiles.dap18.task import vdaf_from_configuration
 
     profile = get_profile("dap-19")
     cls = _config_cls()

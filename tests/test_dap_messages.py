@@ -16,7 +16,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from dap.codec import (
+from ppm_reference.dap.codec import (
     DecodeError,
     EncodeError,
     EnumCodec,
@@ -29,7 +29,7 @@ from dap.codec import (
     Vector,
     field_specs,
 )
-from dap.common import (
+from ppm_reference.dap.common import (
     AggregationJobID,
     BatchID,
     BatchMode,
@@ -47,7 +47,7 @@ from dap.common import (
     VerifyRespType,
     batch_checksum,
 )
-from dap.profiles.dap18.messages import (
+from ppm_reference.dap.profiles.dap18.messages import (
     ALL_SCALARS,
     ALL_STRUCTS,
     AggregateShare,
@@ -74,7 +74,7 @@ from dap.profiles.dap18.messages import (
     VerifyInit,
     VerifyResp,
 )
-from dap.profiles.dap18.task import VDAF_CONFIGS
+from ppm_reference.dap.profiles.dap18.task import VDAF_CONFIGS
 
 SETTINGS = settings(
     max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow]

@@ -14,13 +14,20 @@ from typing import Any
 
 import pytest
 
-from dap.client import Client
-from dap.common import MIN_BATCH_SIZE_EXTENSION, Duration, Interval, ReportError, Role, Time
-from dap.core.buckets import MergedBatch, release_problem
-from dap.core.tasks import AggregatorTask, TaskOptions
-from dap.hpke import HpkeError
-from dap.profiles import get_profile
-from dap.sampling import min_batch_size_extension
+from ppm_reference.dap.client import Client
+from ppm_reference.dap.common import (
+    MIN_BATCH_SIZE_EXTENSION,
+    Duration,
+    Interval,
+    ReportError,
+    Role,
+    Time,
+)
+from ppm_reference.dap.core.buckets import MergedBatch, release_problem
+from ppm_reference.dap.core.tasks import AggregatorTask, TaskOptions
+from ppm_reference.dap.hpke import HpkeError
+from ppm_reference.dap.profiles import get_profile
+from ppm_reference.dap.sampling import min_batch_size_extension
 from tests.dap_harness import AggregatorPair, Proto
 
 
@@ -142,8 +149,8 @@ def test_release_problem(tmp_path: Path) -> None:
 def test_leader_selected_batch_grows_to_its_reports_bound(tmp_path: Path) -> None:
     # The Leader fills a leader-selected batch to max_batch_size (3) normally; a batch
     # whose reports ask for 5 is filled to 5 and released only then.
-    from dap.collector import CollectionError, Collector
-    from dap.common import BatchMode
+    from ppm_reference.dap.collector import CollectionError, Collector
+    from ppm_reference.dap.common import BatchMode
 
     async def go() -> Any:
         async with AggregatorPair(tmp_path) as pair:

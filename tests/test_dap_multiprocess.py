@@ -2,7 +2,7 @@
 dap/server/scheduling.py), and SIGKILL of any of them in the middle of the work.
 
 A Leader with two front ends (sharing a port through SO_REUSEPORT) and two drivers, and
-a Helper with two front ends, as separate processes (`python -m dap.server CONFIG
+a Helper with two front ends, as separate processes (`python -m ppm_reference.dap.server CONFIG
 --mode ...`). While a Client uploads, a random front end or driver is SIGKILLed and
 restarted, again and again (each of the six at least once, MIN_KILLS in all unless the
 machine is too slow to restart them that often). Then:
@@ -39,17 +39,17 @@ from typing import Any
 import aiohttp
 import pytest
 
-from dap.collector import CollectionError, Collector
-from dap.common import Duration, Interval, Time
-from dap.hpke import generate_keypair
-from dap.profiles.dap18.client import generate_report
-from dap.profiles.dap18.messages import Query, UploadRequest
-from dap.provision import new_task
-from dap.storage import HpkeKeyRecord, HpkeKeyState, ReportState
-from dap.storage import open_datastore as open_any_datastore
+from ppm_reference.dap.collector import CollectionError, Collector
+from ppm_reference.dap.common import Duration, Interval, Time
+from ppm_reference.dap.hpke import generate_keypair
+from ppm_reference.dap.profiles.dap18.client import generate_report
+from ppm_reference.dap.profiles.dap18.messages import Query, UploadRequest
+from ppm_reference.dap.provision import new_task
+from ppm_reference.dap.storage import HpkeKeyRecord, HpkeKeyState, ReportState
+from ppm_reference.dap.storage import open_datastore as open_any_datastore
+from ppm_reference.vdaf.prio3 import Prio3Sum
 from tests.dap_harness import free_port, wait_ready
 from tests.pg_harness import BACKENDS, PgDatabase, pg_use
-from vdaf.prio3 import Prio3Sum
 
 ROOT = Path(__file__).resolve().parent.parent
 REPORTS = 160
@@ -99,7 +99,7 @@ class Proc:
         self.log_offset = 0
 
     def start(self) -> None:
-        args = [sys.executable, "-m", "dap.server", str(self.config), "--mode", self.mode]
+        args = [sys.executable, "-m", "ppm_reference.dap.server", str(self.config), "--mode", self.mode]
         if self.mode == "frontend":
             args.append("--reuse-port")
         env = {k: v for k, v in os.environ.items() if k != "PPM_DATASTORE_KEY"}
@@ -343,7 +343,7 @@ def children(pid: int) -> set[int]:
 
 @pytest.mark.timeout(120)
 def test_supervisor_runs_restarts_and_stops_its_processes(tmp_path: Path) -> None:
-    """`python -m dap.server CONFIG --frontends 2 --drivers 1`: three children, the
+    """`python -m ppm_reference.dap.server CONFIG --frontends 2 --drivers 1`: three children, the
     front ends serving one port; a SIGKILLed child is replaced; SIGTERM stops all."""
     if not Path(f"/proc/{os.getpid()}/task/{os.getpid()}/children").exists():
         pytest.skip("needs /proc/PID/task/PID/children (Linux) to see the children")
@@ -354,7 +354,7 @@ def test_supervisor_runs_restarts_and_stops_its_processes(tmp_path: Path) -> Non
     log = tmp_path / "supervisor.log"
     env = {k: v for k, v in os.environ.items() if k != "PPM_DATASTORE_KEY"}
     with open(log, "wb") as out:
-        sup = subprocess.Popen([sys.executable, "-m", "dap.server", str(config),
+        sup = subprocess.Popen([sys.executable, "-m", "ppm_reference.dap.server", str(config),
                                 "--frontends", "2", "--drivers", "1"], cwd=ROOT, env=env,
                                stdout=out, stderr=subprocess.STDOUT)
     try:
@@ -404,9 +404,9 @@ def test_supervisor_runs_restarts_and_stops_its_processes(tmp_path: Path) -> Non
 def test_process_options_are_checked(tmp_path: Path) -> None:
     """A bad process option, in the file or on the command line, is a one-line error
     before anything is opened."""
-    from dap.cli.errors import CliError
-    from dap.cli.serve import serve
-    from dap.server.config import ConfigError, load_config_file
+    from ppm_reference.dap.cli.errors import CliError
+    from ppm_reference.dap.cli.serve import serve
+    from ppm_reference.dap.server.config import ConfigError, load_config_file
 
     config = tmp_path / "leader.json"
     write_config(config, "leader", free_port(), str(tmp_path / "leader.sqlite"))
@@ -435,7 +435,7 @@ def test_supervisor_killed_takes_its_processes_along(tmp_path: Path) -> None:
     log = tmp_path / "supervisor.log"
     env = {k: v for k, v in os.environ.items() if k != "PPM_DATASTORE_KEY"}
     with open(log, "wb") as out:
-        sup = subprocess.Popen([sys.executable, "-m", "dap.server", str(config),
+        sup = subprocess.Popen([sys.executable, "-m", "ppm_reference.dap.server", str(config),
                                 "--frontends", "1"], cwd=ROOT, env=env,
                                stdout=out, stderr=subprocess.STDOUT)
     try:
@@ -462,11 +462,11 @@ def test_two_creators_never_put_a_report_in_two_jobs(tmp_path: Path) -> None:
     """Two Leader workers (two datastore connections, two lease holders: what two
     driver processes are) making aggregation jobs for one task at once, in their worker
     threads: every report ends in exactly one job."""
-    from dap.common import Role
-    from dap.server import leader as leader_server
-    from dap.server.app import build_app
-    from dap.server.common import STATE_KEY
-    from dap.server.config import AggregatorConfig
+    from ppm_reference.dap.common import Role
+    from ppm_reference.dap.server import leader as leader_server
+    from ppm_reference.dap.server.app import build_app
+    from ppm_reference.dap.server.common import STATE_KEY
+    from ppm_reference.dap.server.config import AggregatorConfig
 
     path = str(tmp_path / "leader.sqlite")
     vdaf = Prio3Sum(2, 100)

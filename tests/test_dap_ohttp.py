@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from dap import bhttp, ohttp
+from ppm_reference.dap import bhttp, ohttp
 
 # RFC 9458 Appendix A, "Complete Example of a Request and Response".
 SK = bytes.fromhex("3c168975674b2fa8e465970b79c8dcf09f1c741626480bd4c6162fc5b6a98e1a")

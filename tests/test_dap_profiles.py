@@ -12,16 +12,16 @@ from pathlib import Path
 
 import pytest
 
-from dap import vectors
-from dap.common import ReportError, VerifyRespType
-from dap.core.store import ReportState
-from dap.profiles import PROFILES, SHIPPED, get_profile, register, unregister
-from dap.profiles.dap18 import DAP_18
-from dap.profiles.dap18 import messages as m18
-from dap.profiles.dap19 import DAP_19
-from dap.profiles.dap19 import messages as m19
-from dap.provision import new_task
-from dap.task import TaskError
+from ppm_reference.dap import vectors
+from ppm_reference.dap.common import ReportError, VerifyRespType
+from ppm_reference.dap.core.store import ReportState
+from ppm_reference.dap.profiles import PROFILES, SHIPPED, get_profile, register, unregister
+from ppm_reference.dap.profiles.dap18 import DAP_18
+from ppm_reference.dap.profiles.dap18 import messages as m18
+from ppm_reference.dap.profiles.dap19 import DAP_19
+from ppm_reference.dap.profiles.dap19 import messages as m19
+from ppm_reference.dap.provision import new_task
+from ppm_reference.dap.task import TaskError
 from tests.dap_harness import AggregatorPair, Proto
 from tests.test_dap_e2e import collect, upload
 
@@ -121,7 +121,7 @@ def test_errors_dap19_deleted_are_written_as_their_replacements() -> None:
 
 
 def _reject(error: ReportError) -> object:
-    from dap.core.wire import Resp
+    from ppm_reference.dap.core.wire import Resp
 
     return Resp(bytes(range(16)), VerifyRespType.REJECT, error=error)
 

@@ -18,14 +18,14 @@ from typing import Any
 
 import pytest
 
-from dap.collector import CollectionError
-from dap.common import Duration, Interval, ReportError, Time
-from dap.core.buckets import commit_error, time_bucket
-from dap.core.retention import RetentionPolicy, run_retention
-from dap.core.tasks import AggregatorTask
-from dap.profiles import get_profile
-from dap.storage import CollectionJobState
-from dap.storage.sqlite import _SCHEMA, SCHEMA_VERSION, SqliteDatastore
+from ppm_reference.dap.collector import CollectionError
+from ppm_reference.dap.common import Duration, Interval, ReportError, Time
+from ppm_reference.dap.core.buckets import commit_error, time_bucket
+from ppm_reference.dap.core.retention import RetentionPolicy, run_retention
+from ppm_reference.dap.core.tasks import AggregatorTask
+from ppm_reference.dap.profiles import get_profile
+from ppm_reference.dap.storage import CollectionJobState
+from ppm_reference.dap.storage.sqlite import _SCHEMA, SCHEMA_VERSION, SqliteDatastore
 from tests.dap_harness import PROTOS, AggregatorPair
 from tests.pg_harness import BACKENDS
 
@@ -241,15 +241,15 @@ def test_reports_of_a_vdaf_with_an_aggregation_parameter_keep_their_encoding() -
     retention then keeps the report (it deletes aggregated reports without encoding)."""
     from types import SimpleNamespace
 
-    from dap.core.agg_params import uses_agg_param
-    from vdaf.poplar1 import Poplar1
+    from ppm_reference.dap.core.agg_params import uses_agg_param
+    from ppm_reference.vdaf.poplar1 import Poplar1
 
     assert not uses_agg_param(SimpleNamespace(vdaf=PROTO.count()))  # type: ignore[arg-type]
     assert uses_agg_param(SimpleNamespace(vdaf=Poplar1(4)))  # type: ignore[arg-type]
 
 
 def test_job_retention_keeps_aggregated_reports_with_their_encoding(tmp_path: Path) -> None:
-    from dap.storage import ClientReportRecord, ReportState
+    from ppm_reference.dap.storage import ClientReportRecord, ReportState
 
     ds = SqliteDatastore(tmp_path / "ds.sqlite", "OFF")
     tid = b"t" * 32

@@ -20,16 +20,16 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from dap import sampling
-from dap.common import (
+from ppm_reference.dap import sampling
+from ppm_reference.dap.common import (
     MIN_BATCH_SIZE_EXTENSION,
     decode_min_batch_size,
     encode_min_batch_size,
 )
-from dap.core.rand import SeededRng
-from dap.profiles import get_profile
-from dap.storage.sqlite import SqliteDatastore
-from vdaf.vdaf import run_vdaf
+from ppm_reference.dap.core.rand import SeededRng
+from ppm_reference.dap.profiles import get_profile
+from ppm_reference.dap.storage.sqlite import SqliteDatastore
+from ppm_reference.vdaf.vdaf import run_vdaf
 
 Z = 5.5
 

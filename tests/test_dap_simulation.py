@@ -121,7 +121,7 @@ import pytest
 from aiohttp import web
 from multidict import CIMultiDict
 
-from dap.common import (
+from ppm_reference.dap.common import (
     BatchMode,
     Duration,
     Interval,
@@ -130,19 +130,19 @@ from dap.common import (
     VerifyRespType,
     batch_checksum,
 )
-from dap.core.buckets import time_bucket
-from dap.core.errors import DapProblem
-from dap.core.rand import SeededRng
-from dap.core.tasks import AggregatorTask, Keyring
-from dap.problems import ProblemDocument, ProblemDocumentError
-from dap.profiles import SHIPPED, Profile, get_profile
-from dap.provision import ProvisionedTask, new_task
-from dap.server import helper as helper_server
-from dap.server import leader as leader_server
-from dap.server.app import build_app
-from dap.server.common import STATE_KEY, AppState, problem_middleware
-from dap.server.config import AggregatorConfig
-from dap.storage import open_datastore
+from ppm_reference.dap.core.buckets import time_bucket
+from ppm_reference.dap.core.errors import DapProblem
+from ppm_reference.dap.core.rand import SeededRng
+from ppm_reference.dap.core.tasks import AggregatorTask, Keyring
+from ppm_reference.dap.problems import ProblemDocument, ProblemDocumentError
+from ppm_reference.dap.profiles import SHIPPED, Profile, get_profile
+from ppm_reference.dap.provision import ProvisionedTask, new_task
+from ppm_reference.dap.server import helper as helper_server
+from ppm_reference.dap.server import leader as leader_server
+from ppm_reference.dap.server.app import build_app
+from ppm_reference.dap.server.common import STATE_KEY, AppState, problem_middleware
+from ppm_reference.dap.server.config import AggregatorConfig
+from ppm_reference.dap.storage import open_datastore
 from tests.pg_harness import BACKENDS, raw_connect
 
 # The attacker's moves (Simulation.ATTACKS) exceed these.

@@ -9,18 +9,25 @@ import json
 
 import pytest
 
-from dap.common import AggregationJobID, BatchMode, HpkeConfigList, Interval, Role, TaskID
-from dap.problems import ProblemDocument, ProblemDocumentError, ProblemType
-from dap.profiles import ProfileError, get_profile
-from dap.profiles.dap18 import DAP_18
-from dap.profiles.dap18.messages import (
+from ppm_reference.dap.common import (
+    AggregationJobID,
+    BatchMode,
+    HpkeConfigList,
+    Interval,
+    Role,
+    TaskID,
+)
+from ppm_reference.dap.problems import ProblemDocument, ProblemDocumentError, ProblemType
+from ppm_reference.dap.profiles import ProfileError, get_profile
+from ppm_reference.dap.profiles.dap18 import DAP_18
+from ppm_reference.dap.profiles.dap18.messages import (
     AggregationJobInitReq,
     CollectionJobResp,
     TaskConfiguration,
     TaskExtension,
     UploadRequest,
 )
-from dap.profiles.dap18.task import (
+from ppm_reference.dap.profiles.dap18.task import (
     Prio3MultihotCountVecConfig,
     Task,
     TaskError,
@@ -31,7 +38,7 @@ from dap.profiles.dap18.task import (
     vdaf_from_configuration,
 )
 
-prio3 = pytest.importorskip("vdaf.prio3")
+prio3 = pytest.importorskip("ppm_reference.vdaf.prio3")
 
 TASK_ID = bytes(range(32))
 
@@ -103,7 +110,7 @@ def test_unusable_vdafs() -> None:
         vdaf_configuration(prio3.Prio3Count(3), profile=DAP_18)
     with pytest.raises(TaskError, match="unknown VDAF type"):
         vdaf_from_configuration(0x12345678, b"", profile=DAP_18)
-    from dap.codec import DecodeError
+    from ppm_reference.dap.codec import DecodeError
 
     with pytest.raises(DecodeError, match="Prio3HistogramConfig"):
         vdaf_from_configuration(4, b"\x00\x00\x00\x04", profile=DAP_18)  # truncated

@@ -17,9 +17,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dap.common import BatchMode
-from dap.core.tasks import MAX_VDAF_ELEMENTS, TaskOptions, vdaf_elements
-from dap.provision import ProvisionedTask, new_task
+from ppm_reference.dap.common import BatchMode
+from ppm_reference.dap.core.tasks import MAX_VDAF_ELEMENTS, TaskOptions, vdaf_elements
+from ppm_reference.dap.provision import ProvisionedTask, new_task
 from tests.dap_harness import PROTOS, AggregatorPair
 
 PROTO = PROTOS[0]
@@ -102,7 +102,7 @@ def test_min_batch_size_floor_is_configurable(tmp_path: Path) -> None:
 
 
 def ppm(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "ppm", *args], cwd=PROJECT_ROOT,
+    return subprocess.run([sys.executable, "-m", "ppm_reference", *args], cwd=PROJECT_ROOT,
                           capture_output=True, text=True, timeout=60)
 
 

@@ -28,16 +28,16 @@ from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dap.common import BatchMode, Duration, Interval, Time
-from dap.profiles import get_profile
-from dap.profiles.dap19 import taskprov as tp
-from dap.provision import TaskprovPeering, b64, new_task, new_taskprov_task
-from dap.server.config import AggregatorConfig
-from dap.storage import TaskRecord
-from dap.taskprov import PeerConfigError, advertisement_headers, parse_peers
+from ppm_reference.dap.common import BatchMode, Duration, Interval, Time
+from ppm_reference.dap.profiles import get_profile
+from ppm_reference.dap.profiles.dap19 import taskprov as tp
+from ppm_reference.dap.provision import TaskprovPeering, b64, new_task, new_taskprov_task
+from ppm_reference.dap.server.config import AggregatorConfig
+from ppm_reference.dap.storage import TaskRecord
+from ppm_reference.dap.taskprov import PeerConfigError, advertisement_headers, parse_peers
+from ppm_reference.vdaf import registry
 from tests.dap_harness import AggregatorPair, server_processes
 from tests.test_dap_e2e import collect, query_for, upload
-from vdaf import registry
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 DAP19 = get_profile("dap-19")
@@ -449,7 +449,7 @@ def test_server_refuses_a_bad_peer_configuration(tmp_path: Path) -> None:
                                   "taskprov_peers": [_entry(verify_key_init=b64(b"short"))]}))
     with pytest.raises(ValueError, match="verify_key_init must be 32 bytes"):
         AggregatorConfig.load(config)
-    proc = subprocess.run([sys.executable, "-m", "ppm", "leader", "--config", str(config)],
+    proc = subprocess.run([sys.executable, "-m", "ppm_reference", "leader", "--config", str(config)],
                           cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=60)
     assert proc.returncode != 0
     assert "verify_key_init must be 32 bytes" in proc.stderr
@@ -460,7 +460,7 @@ def test_server_refuses_a_bad_peer_configuration(tmp_path: Path) -> None:
 
 
 def ppm(*args: str, timeout: float = 60.0) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "ppm", *args], cwd=PROJECT_ROOT,
+    return subprocess.run([sys.executable, "-m", "ppm_reference", *args], cwd=PROJECT_ROOT,
                           capture_output=True, text=True, timeout=timeout)
 
 
@@ -557,7 +557,7 @@ def test_cli_taskprov_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str],
                             monkeypatch: pytest.MonkeyPatch, args: list[str],
                             message: str) -> None:
     """One clear line and exit status 2 (in process: `ppm.cli.main`)."""
-    from ppm.cli import main
+    from ppm_reference.cli import main
 
     monkeypatch.chdir(tmp_path)
     assert main(["task", "taskprov-init", "--leader-url", "https://l.example/",

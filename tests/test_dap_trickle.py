@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from dap.common import ReportError
+from ppm_reference.dap.common import ReportError
 from tests.dap_harness import PROTOS, AggregatorPair, Proto
 
 

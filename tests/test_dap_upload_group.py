@@ -15,18 +15,18 @@ from typing import Any
 
 import pytest
 
-from dap.common import ReportError
-from dap.core.errors import DapProblem
-from dap.core.tasks import AggregatorTask, Keyring
-from dap.hpke import generate_keypair
-from dap.profiles import get_profile
-from dap.profiles.dap18.client import generate_report
-from dap.profiles.dap18.messages import UploadRequest
-from dap.provision import new_task
-from dap.server.upload import UploadGroups
-from dap.storage import HpkeKeyRecord, HpkeKeyState
-from dap.storage.sqlite import SqliteDatastore
-from vdaf.prio3 import Prio3Count
+from ppm_reference.dap.common import ReportError
+from ppm_reference.dap.core.errors import DapProblem
+from ppm_reference.dap.core.tasks import AggregatorTask, Keyring
+from ppm_reference.dap.hpke import generate_keypair
+from ppm_reference.dap.profiles import get_profile
+from ppm_reference.dap.profiles.dap18.client import generate_report
+from ppm_reference.dap.profiles.dap18.messages import UploadRequest
+from ppm_reference.dap.provision import new_task
+from ppm_reference.dap.server.upload import UploadGroups
+from ppm_reference.dap.storage import HpkeKeyRecord, HpkeKeyState
+from ppm_reference.dap.storage.sqlite import SqliteDatastore
+from ppm_reference.vdaf.prio3 import Prio3Count
 
 
 class CountingDatastore:

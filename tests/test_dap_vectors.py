@@ -7,12 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from ppm.cli import main
+from ppm_reference.cli import main
 
-pytest.importorskip("vdaf.prio3")
+pytest.importorskip("ppm_reference.vdaf.prio3")
 
-from dap.profiles.dap18 import DAP_18
-from dap.vectors import check, generate  # noqa: E402
+from ppm_reference.dap.profiles.dap18 import DAP_18
+from ppm_reference.dap.vectors import check, generate  # noqa: E402
 
 COMMITTED = Path(__file__).resolve().parent.parent / "test_vectors" / "dap-18"
 
@@ -39,8 +39,8 @@ def test_generation_is_deterministic_and_matches_the_committed_vectors(generated
 
 
 def test_every_message_type_and_both_examples_present(generated: Path) -> None:
-    from dap.profiles.dap18.messages import ALL_SCALARS, ALL_STRUCTS
-    from dap.profiles.dap18.task import VDAF_CONFIGS
+    from ppm_reference.dap.profiles.dap18.messages import ALL_SCALARS, ALL_STRUCTS
+    from ppm_reference.dap.profiles.dap18.task import VDAF_CONFIGS
 
     names = {p.stem for p in (generated / "messages").glob("*.json")}
     assert names == {c.__name__ for c in (*ALL_STRUCTS, *ALL_SCALARS, *VDAF_CONFIGS.values())}
@@ -124,7 +124,7 @@ def test_check_detects_tampering(
 
 def test_check_reports_decryption_failure_with_wrong_key(generated: Path, tmp_path: Path) -> None:
     root = _copy(generated, tmp_path)
-    from dap.hpke import generate_keypair
+    from ppm_reference.dap.hpke import generate_keypair
 
     other = generate_keypair(1)
 

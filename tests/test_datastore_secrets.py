@@ -18,12 +18,12 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from dap.core.rand import OS_RNG
-from dap.core.tasks import add_hpke_key
-from dap.profiles import get_profile
-from dap.provision import new_task
-from dap.storage import HpkeKeyState
-from dap.storage.secrets import (
+from ppm_reference.dap.core.rand import OS_RNG
+from ppm_reference.dap.core.tasks import add_hpke_key
+from ppm_reference.dap.profiles import get_profile
+from ppm_reference.dap.provision import new_task
+from ppm_reference.dap.storage import HpkeKeyState
+from ppm_reference.dap.storage.secrets import (
     KEY_ENV,
     MAGIC,
     DatastoreKeyError,
@@ -32,7 +32,7 @@ from dap.storage.secrets import (
     key_from_env,
     parse_key,
 )
-from dap.storage.sqlite import SqliteDatastore
+from ppm_reference.dap.storage.sqlite import SqliteDatastore
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 
@@ -191,14 +191,14 @@ def test_key_formats() -> None:
 
 
 def test_server_refuses_an_encrypted_datastore_without_its_key(tmp_path: Path) -> None:
-    """`python -m dap.server` on a sealed datastore without the key: one line, exit 2."""
+    """`python -m ppm_reference.dap.server` on a sealed datastore without the key: one line, exit 2."""
     key = secrets.token_bytes(32)
     SqliteDatastore(tmp_path / "leader.sqlite", "OFF", key=key).close()
     config = tmp_path / "leader.json"
     config.write_text(json.dumps({"role": "leader", "datastore": "leader.sqlite",
                                   "listen_port": 1}))
     env = {k: v for k, v in os.environ.items() if k != KEY_ENV}
-    proc = subprocess.run([sys.executable, "-m", "dap.server", str(config)], env=env,
+    proc = subprocess.run([sys.executable, "-m", "ppm_reference.dap.server", str(config)], env=env,
                           cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2, proc.stderr
     lines = proc.stderr.strip().splitlines()

@@ -9,8 +9,8 @@ import math
 
 import pytest
 
-from dp_policy import amplification
-from ppm.cli import main
+from ppm_reference.cli import main
+from ppm_reference.dp_policy import amplification
 
 
 def test_demo_with_every_option(capsys: pytest.CaptureFixture[str]) -> None:

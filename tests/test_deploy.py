@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from dap.server.config import load_config_file
+from ppm_reference.dap.server.config import load_config_file
 
 ROOT = Path(__file__).resolve().parent.parent
 DEPLOY = ROOT / "deploy"
@@ -55,6 +55,6 @@ def test_compose_configurations_are_valid(role: str) -> None:
     assert config.datastore == f"postgresql://postgres@postgres:5432/ppm_{role}"
     assert config.listen_host == "0.0.0.0" and config.listen_port == 8080
     # What the container runs, with --check: the same validation, exit 0.
-    from ppm.cli import main
+    from ppm_reference.cli import main
 
     assert main([role, "--config", str(DEPLOY / f"{role}.json"), "--check"]) == 0

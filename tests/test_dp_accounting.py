@@ -9,8 +9,8 @@ from fractions import Fraction
 
 import pytest
 
-from dp_policy import accounting as acc
-from dp_policy import calibration as cal
+from ppm_reference.dp_policy import accounting as acc
+from ppm_reference.dp_policy import calibration as cal
 
 # The draft's Table 1: eps0 -> (printed epsilon, printed std); n = 100000, delta = 1e-9.
 TABLE1 = {5.0: (0.317, 26.1337), 6.5: (0.906, 12.2800), 7.0: (1.528, 9.5580)}

@@ -8,8 +8,8 @@ import math
 
 import pytest
 
-from dp_policy import accounting, amplification, calibration
-from ppm.cli import main
+from ppm_reference.cli import main
+from ppm_reference.dp_policy import accounting, amplification, calibration
 
 # -- paper 000 (Talwar et al.) ----------------------------------------------------------
 

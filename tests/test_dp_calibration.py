@@ -8,7 +8,7 @@ from fractions import Fraction
 
 import pytest
 
-from dp_policy import calibration as cal
+from ppm_reference.dp_policy import calibration as cal
 
 SQRT2 = math.sqrt(2.0)
 

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from ppm.cli import main
+from ppm_reference.cli import main
 
 PPM = Path(sys.executable).parent / "ppm"
 

@@ -16,12 +16,12 @@ from typing import Any
 
 import pytest
 
-from dap.client import Client
-from dap.common import BatchMode
-from dap.core.rand import OS_RNG
-from dap.core.store import HpkeKeyState
-from dap.core.tasks import add_hpke_key
-from dp_policy import policies
+from ppm_reference.dap.client import Client
+from ppm_reference.dap.common import BatchMode
+from ppm_reference.dap.core.rand import OS_RNG
+from ppm_reference.dap.core.store import HpkeKeyState
+from ppm_reference.dap.core.tasks import add_hpke_key
+from ppm_reference.dp_policy import policies
 from tests.dap_harness import PROTOS, AggregatorPair, Proto
 
 

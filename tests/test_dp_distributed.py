@@ -22,17 +22,17 @@ from pathlib import Path
 
 import pytest
 
-from dap.dp import encode_spec, policy_from_spec
-from dp_policy import distributed
-from dp_policy.cli import distributed_laplace
-from dp_policy.distributed import (
+from ppm_reference.dap.dp import encode_spec, policy_from_spec
+from ppm_reference.dp_policy import distributed
+from ppm_reference.dp_policy.cli import distributed_laplace
+from ppm_reference.dp_policy.distributed import (
     DistributedDiscreteLaplace,
     SumVecWithClientPolyaShares,
     dp_shard_size,
     sample_polya,
 )
+from ppm_reference.vdaf import registry
 from tests.test_dp_samplers import Z_1E6, SeededRng, chi2_critical, chi_square
-from vdaf import registry
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -248,7 +248,7 @@ def test_cli_values() -> None:
 
 
 def test_cli_subprocess_json_and_errors() -> None:
-    out = subprocess.run([sys.executable, "-m", "ppm", "dp", "distributed-laplace",
+    out = subprocess.run([sys.executable, "-m", "ppm_reference", "dp", "distributed-laplace",
                           "--epsilon", "0.5", "--clients", "200", "--sensitivity", "2",
                           "--json"], cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
@@ -256,7 +256,7 @@ def test_cli_subprocess_json_and_errors() -> None:
     beta = math.exp(-0.25)
     assert math.isclose(obj["variance"], 2 * beta / (1 - beta) ** 2)
     assert {"std", "variance"} <= set(obj)
-    bad = subprocess.run([sys.executable, "-m", "ppm", "dp", "distributed-laplace",
+    bad = subprocess.run([sys.executable, "-m", "ppm_reference", "dp", "distributed-laplace",
                           "--epsilon", "x", "--clients", "10"], cwd=ROOT,
                          capture_output=True, text=True, timeout=60)
     assert bad.returncode == 2

@@ -13,12 +13,12 @@ import math
 
 import pytest
 
-from dap import dp
-from dap.cli.demo import describe_guarantee
-from dap.demo import guarantee_json
-from dp_policy import accounting as acc
-from dp_policy import policies as pol
-from ppm.cli import main
+from ppm_reference.cli import main
+from ppm_reference.dap import dp
+from ppm_reference.dap.cli.demo import describe_guarantee
+from ppm_reference.dap.demo import guarantee_json
+from ppm_reference.dp_policy import accounting as acc
+from ppm_reference.dp_policy import policies as pol
 
 
 def test_drop_delta_and_the_fp_that_bounds_it() -> None:

@@ -15,11 +15,11 @@ from typing import Any
 import pytest
 from aiohttp import web
 
-from dap import dp
-from dap.common import BatchMode
-from dap.core.rand import SeededRng
-from dap.server.app import build_app
-from dp_policy import mechanisms, policies
+from ppm_reference.dap import dp
+from ppm_reference.dap.common import BatchMode
+from ppm_reference.dap.core.rand import SeededRng
+from ppm_reference.dap.server.app import build_app
+from ppm_reference.dp_policy import mechanisms, policies
 from tests.dap_harness import PROTOS, AggregatorPair, Proto
 
 
@@ -64,7 +64,7 @@ def test_seeded_noise_is_reproducible_per_task() -> None:
 
 
 def test_os_rng_has_no_child_and_is_used_directly() -> None:
-    from dap.core.rand import OS_RNG
+    from ppm_reference.dap.core.rand import OS_RNG
     assert dp.noise_rng(OS_RNG, b"\x00" * 32, "leader") is OS_RNG
 
 

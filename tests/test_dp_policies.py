@@ -14,10 +14,10 @@ import random
 
 import pytest
 
-pytest.importorskip("vdaf.prio3")
+pytest.importorskip("ppm_reference.vdaf.prio3")
 
-from dp_policy import policies as pol  # noqa: E402
-from dp_policy.mechanisms import DiscreteGaussian, SymmetricRappor  # noqa: E402
+from ppm_reference.dp_policy import policies as pol  # noqa: E402
+from ppm_reference.dp_policy.mechanisms import DiscreteGaussian, SymmetricRappor  # noqa: E402
 
 Z_1E6 = 4.8916
 
@@ -208,7 +208,7 @@ def test_noise_drawn_off_path_is_what_gets_added() -> None:
 
 def test_histogram_policy_without_length_as_in_the_draft() -> None:
     """The draft constructs the policy from (epsilon, delta) only."""
-    from vdaf.prio3 import Prio3Histogram
+    from ppm_reference.vdaf.prio3 import Prio3Histogram
 
     policy = pol.HistogramWithAggregatorRandomization(0.906, 1e-9, rng=SeededRng(12))
     assert policy.vdaf is None

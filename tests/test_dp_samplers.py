@@ -20,8 +20,8 @@ from fractions import Fraction
 
 import pytest
 
-from dp_policy import mechanisms as mech
-from dp_policy.mechanisms import (
+from ppm_reference.dp_policy import mechanisms as mech
+from ppm_reference.dp_policy.mechanisms import (
     BinaryExpansion,
     DiscreteGaussian,
     DiscreteLaplace,

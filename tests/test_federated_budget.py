@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from analytics.federated.budget import (
+from ppm_reference.analytics.federated.budget import (
     BudgetAccountant,
     BudgetExceeded,
     Charge,

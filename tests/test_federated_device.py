@@ -12,13 +12,13 @@ from typing import Any
 
 import pytest
 
-from analytics.federated.budget import (
+from ppm_reference.analytics.federated.budget import (
     BudgetAccountant,
     BudgetExceeded,
     DevicePolicy,
     FieldAllowance,
 )
-from analytics.federated.device import (
+from ppm_reference.analytics.federated.device import (
     DataStore,
     Device,
     RecipeMismatch,
@@ -26,13 +26,13 @@ from analytics.federated.device import (
     cohort_epsilon,
     rappor_epsilon,
 )
-from analytics.federated.query import QueryClass, QueryRefused
-from analytics.federated.recipe import CombinationType, RecipeError, parse_recipe
-from dap.profiles import get_profile
-from dap.provision import new_task
-from dp_policy.accounting import rappor_amplification
+from ppm_reference.analytics.federated.query import QueryClass, QueryRefused
+from ppm_reference.analytics.federated.recipe import CombinationType, RecipeError, parse_recipe
+from ppm_reference.dap.profiles import get_profile
+from ppm_reference.dap.provision import new_task
+from ppm_reference.dp_policy.accounting import rappor_amplification
 
-FIGURE4 = Path(__file__).resolve().parent.parent / "analytics" / "federated" / "examples" \
+FIGURE4 = Path(__file__).resolve().parent.parent / "ppm_reference" / "analytics" / "federated" / "examples" \
     / "figure4.json"
 ANALYSIS = "com.apple.insights.keyboard-ngrams"
 PRIVACY = {"randomizer": "symmetric-ohe", "localEpsilon": 1, "aggregateEpsilon": 0.3,
@@ -58,7 +58,7 @@ def recipe_obj(**privacy: Any) -> dict[str, Any]:
 
 def task_for(bins: int = 272, eps0: float = 1.0, min_batch: int = 2000,
              policy: str = "rappor") -> Any:
-    from dap import dp
+    from ppm_reference.dap import dp
 
     profile = get_profile("dap-19")
     if policy == "rappor":
@@ -237,7 +237,7 @@ def test_asymmetric_recipe_sends_the_randomized_vector(tmp_path: Path) -> None:
     eps0-DP randomizer (FMT20, the default of `dp_policy.accounting`): 0.297 for 3000
     reports at delta 1e-6, within the requested 0.3 (2000 reports give 0.371, refused; the
     FMT22 bound, which its erratum restricts, would give 0.272)."""
-    from dap import dp
+    from ppm_reference.dap import dp
 
     recipe = parse_recipe(recipe_obj(randomizer="asymmetric-ohe", localEpsilon=2,
                                      minCohort=3000))

@@ -29,10 +29,10 @@ from typing import Any
 
 import pytest
 
-from analytics.federated import ngrams
-from analytics.federated.budget import BudgetAccountant
-from analytics.federated.recipe import PrefixTree
-from ppm.cli import main
+from ppm_reference.analytics.federated import ngrams
+from ppm_reference.analytics.federated.budget import BudgetAccountant
+from ppm_reference.analytics.federated.recipe import PrefixTree
+from ppm_reference.cli import main
 
 FLEET = ngrams.FleetSpec(devices=3000, planted=3, planted_lengths=(2, 3), planted_share=0.75,
                          seed=0)
@@ -59,7 +59,7 @@ class SpyBackend(ngrams.LocalBackend):
 
 
 def test_discovery_over_a_real_leader_and_helper(tmp_path: Path) -> None:
-    from dap.admin_client import AdminClient
+    from ppm_reference.dap.admin_client import AdminClient
 
     fleet = ngrams.make_fleet(FLEET)
     ledger = tmp_path / "ledgers.sqlite"

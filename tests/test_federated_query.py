@@ -7,7 +7,12 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from analytics.federated.query import QueryClass, QueryError, QueryRefused, parse_query
+from ppm_reference.analytics.federated.query import (
+    QueryClass,
+    QueryError,
+    QueryRefused,
+    parse_query,
+)
 
 IDENT = st.from_regex(r"[A-Za-z_][A-Za-z0-9_]{0,8}", fullmatch=True)
 

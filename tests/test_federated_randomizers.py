@@ -21,7 +21,7 @@ import statistics
 
 import pytest
 
-from analytics.federated.randomizers import (
+from ppm_reference.analytics.federated.randomizers import (
     AsymmetricOneHot,
     SymmetricOneHot,
     make_randomizer,

@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from analytics.federated.recipe import (
+from ppm_reference.analytics.federated.recipe import (
     END,
     RECIPE_SCHEMA,
     BucketedType,
@@ -23,9 +23,9 @@ from analytics.federated.recipe import (
     load_recipe,
     parse_recipe,
 )
-from ppm.cli import main
+from ppm_reference.cli import main
 
-FIGURE4 = Path(__file__).resolve().parent.parent / "analytics" / "federated" / "examples" \
+FIGURE4 = Path(__file__).resolve().parent.parent / "ppm_reference" / "analytics" / "federated" / "examples" \
     / "figure4.json"
 
 

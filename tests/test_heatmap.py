@@ -21,9 +21,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from analytics.heatmap import budget
-from analytics.heatmap.budget import BudgetSchedule, phi, tau, tau_target
-from analytics.heatmap.data import (
+from ppm_reference.analytics.heatmap import budget
+from ppm_reference.analytics.heatmap.budget import BudgetSchedule, phi, tau, tau_target
+from ppm_reference.analytics.heatmap.data import (
     DataError,
     Population,
     load_points,
@@ -31,9 +31,9 @@ from analytics.heatmap.data import (
     multi_location_vector,
     synthetic_city,
 )
-from analytics.heatmap.metrics import metrics, spread, true_density
-from analytics.heatmap.run import HeatmapResult, HeatmapSettings, run_heatmap
-from analytics.heatmap.tree import (
+from ppm_reference.analytics.heatmap.metrics import metrics, spread, true_density
+from ppm_reference.analytics.heatmap.run import HeatmapResult, HeatmapSettings, run_heatmap
+from ppm_reference.analytics.heatmap.tree import (
     PrefixTree,
     ancestry,
     block,
@@ -43,7 +43,7 @@ from analytics.heatmap.tree import (
     histogram,
     node_id,
 )
-from dp_policy.mechanisms import DiscreteLaplace
+from ppm_reference.dp_policy.mechanisms import DiscreteLaplace
 from tests.test_dp_samplers import Z_1E6, SeededRng
 
 # -- Section 5.6: node ids -----------------------------------------------------------------

@@ -27,11 +27,11 @@ from typing import Any
 
 import pytest
 
-from analytics.heatmap.data import synthetic_city
-from analytics.heatmap.metrics import metrics
-from analytics.heatmap.run import HeatmapSettings, local_aggregators, run_heatmap
-from dap.admin_client import AdminClient
-from ppm.cli import main
+from ppm_reference.analytics.heatmap.data import synthetic_city
+from ppm_reference.analytics.heatmap.metrics import metrics
+from ppm_reference.analytics.heatmap.run import HeatmapSettings, local_aggregators, run_heatmap
+from ppm_reference.cli import main
+from ppm_reference.dap.admin_client import AdminClient
 from tests.test_dap_cli import servers  # noqa: F401 - the fixture
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
@@ -47,7 +47,7 @@ CLIENT_POLYA_MSE_BOUND = 1.6e-5
 
 
 def ppm(*args: str, timeout: float = 120.0) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "ppm", *args], cwd=PROJECT_ROOT,
+    return subprocess.run([sys.executable, "-m", "ppm_reference", *args], cwd=PROJECT_ROOT,
                           capture_output=True, text=True, timeout=timeout)
 
 

@@ -22,16 +22,16 @@ from typing import Any
 
 import pytest
 
-from dap.profiles.dap09 import DAP_09
-from dap.profiles.dap09 import messages as m09
-from dap.profiles.dap09.interop import PLACEHOLDER_HELPER, query09_from_json
-from dap.profiles.dap09.interop import task09_from_fields as _task09_from_fields
-from dap.profiles.dap09.task import Task09
-from dap.profiles.dap18 import DAP_18
-from dap.profiles.dap18.interop import task_from_fields as _task_from_fields
-from interop import fields
-from interop.runner import VERSIONS, Case, Endpoints, default_cases, run_all
-from interop.server import version_of
+from ppm_reference.dap.profiles.dap09 import DAP_09
+from ppm_reference.dap.profiles.dap09 import messages as m09
+from ppm_reference.dap.profiles.dap09.interop import PLACEHOLDER_HELPER, query09_from_json
+from ppm_reference.dap.profiles.dap09.interop import task09_from_fields as _task09_from_fields
+from ppm_reference.dap.profiles.dap09.task import Task09
+from ppm_reference.dap.profiles.dap18 import DAP_18
+from ppm_reference.dap.profiles.dap18.interop import task_from_fields as _task_from_fields
+from ppm_reference.interop import fields
+from ppm_reference.interop.runner import VERSIONS, Case, Endpoints, default_cases, run_all
+from ppm_reference.interop.server import version_of
 from tests.dap_harness import free_port
 
 
@@ -77,7 +77,7 @@ def nodes(node_dir: Path) -> Iterator[dict[str, str]]:
             port = free_port()
             log = open(base / f"{role}.out", "wb")  # noqa: SIM115 - closed with the process
             procs.append(subprocess.Popen(
-                [sys.executable, "-m", "ppm", "interop", "serve", "--role", role,
+                [sys.executable, "-m", "ppm_reference", "interop", "serve", "--role", role,
                  "--port", str(port), "--data-dir", str(base / role),
                  "--log-dir", str(base / "logs")],
                 cwd=PROJECT_ROOT, stdout=log, stderr=subprocess.STDOUT))
@@ -112,7 +112,7 @@ def run_cli(nodes: dict[str, str], *extra: str,
             **override: str) -> subprocess.CompletedProcess[str]:
     urls = {**nodes, **override}
     args = [arg for role in ROLES for arg in (f"--{role}", urls[role])]
-    return subprocess.run([sys.executable, "-m", "ppm", "interop", "run", *args, *extra],
+    return subprocess.run([sys.executable, "-m", "ppm_reference", "interop", "run", *args, *extra],
                           cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=120)
 
 

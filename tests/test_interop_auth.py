@@ -13,9 +13,9 @@ from pathlib import Path
 import aiohttp
 import pytest
 
-from dap.server.serving import HttpLimits, start_site
-from interop import runner as r
-from interop import server
+from ppm_reference.dap.server.serving import HttpLimits, start_site
+from ppm_reference.interop import runner as r
+from ppm_reference.interop import server
 from tests.dap_harness import free_port
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
@@ -81,7 +81,7 @@ def test_runner_sends_the_token() -> None:
 def test_no_token_only_on_loopback() -> None:
     with pytest.raises(server.ServeError, match="--allow-unauthenticated"):
         server.serve("client", "0.0.0.0", free_port())
-    proc = subprocess.run([sys.executable, "-m", "ppm", "interop", "serve", "--role",
+    proc = subprocess.run([sys.executable, "-m", "ppm_reference", "interop", "serve", "--role",
                            "leader", "--host", "0.0.0.0", "--port", str(free_port())],
                           cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2

@@ -45,9 +45,15 @@ from typing import Any
 
 import pytest
 
+from ppm_reference.vdaf.prio3 import (
+    Prio3,
+    Prio3CountV08,
+    Prio3HistogramV08,
+    Prio3SumV08,
+    Prio3SumVecV08,
+)
+from ppm_reference.vdaf.vdaf import VdafError
 from tests.node_support import NodePackage, pytest_install
-from vdaf.prio3 import Prio3, Prio3CountV08, Prio3HistogramV08, Prio3SumV08, Prio3SumVecV08
-from vdaf.vdaf import VdafError
 
 PACKAGE_VERSION = "0.8.0"
 NODE_DIR = Path(__file__).resolve().parent / "interop_node"

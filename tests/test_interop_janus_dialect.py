@@ -44,16 +44,16 @@ from typing import Any
 import pytest
 from aiohttp import web
 
-from dap.collector import Collector
-from dap.core.tasks import TaskOptions, auth_header_for
-from dap.hpke import generate_keypair
-from dap.profiles import get_profile
-from dap.profiles.dap18 import DAP_18
-from dap.profiles.dap18.interop import task_from_fields
-from dap.server.serving import HttpLimits, start_site
-from interop import runner as r
-from interop import server
-from interop.fields import request_dialect
+from ppm_reference.dap.collector import Collector
+from ppm_reference.dap.core.tasks import TaskOptions, auth_header_for
+from ppm_reference.dap.hpke import generate_keypair
+from ppm_reference.dap.profiles import get_profile
+from ppm_reference.dap.profiles.dap18 import DAP_18
+from ppm_reference.dap.profiles.dap18.interop import task_from_fields
+from ppm_reference.dap.server.serving import HttpLimits, start_site
+from ppm_reference.interop import runner as r
+from ppm_reference.interop import server
+from ppm_reference.interop.fields import request_dialect
 from tests.dap_harness import free_port
 
 JSON_MEDIA_TYPE = "application/json"

@@ -10,10 +10,10 @@ import dataclasses
 
 import pytest
 
-from dap.fields import FieldError
-from dap.profiles import PROFILES, SHIPPED, get_profile
-from dap.profiles.interop_base import InteropFields
-from interop import fields, runner, server
+from ppm_reference.dap.fields import FieldError
+from ppm_reference.dap.profiles import PROFILES, SHIPPED, get_profile
+from ppm_reference.dap.profiles.interop_base import InteropFields
+from ppm_reference.interop import fields, runner, server
 
 TASK_ID = base64.urlsafe_b64encode(bytes(range(32))).rstrip(b"=").decode()
 BODY = {"task_id": TASK_ID, "leader": "http://leader/", "helper": "http://helper/",

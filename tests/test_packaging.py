@@ -23,11 +23,11 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = ("vdaf", "dap", "dp_policy", "interop", "analytics", "ppm")
+PACKAGES = ("ppm_reference",)
 
 
 def test_version_is_the_distribution_version(capsys: pytest.CaptureFixture[str]) -> None:
-    from ppm.cli import main
+    from ppm_reference.cli import main
 
     try:
         code = main(["--version"])
@@ -79,26 +79,26 @@ def test_wheel_carries_types_license_and_vectors(dists: tuple[Path, Path],
     for package in PACKAGES:
         assert f"{package}/py.typed" in names, package
     assert any(n.endswith("licenses/LICENSE") for n in names)
-    shipped = {n for n in names if n.startswith("vdaf/test_vectors/")}
+    shipped = {n for n in names if n.startswith("ppm_reference/vdaf/test_vectors/")}
     for folder in ("vdaf-08", "vdaf-18", "dap-09", "dap-18", "dap-19"):
-        assert any(n.startswith(f"vdaf/test_vectors/{folder}/") for n in shipped), folder
+        assert any(n.startswith(f"ppm_reference/vdaf/test_vectors/{folder}/") for n in shipped), folder
     # Unpacked alone (no checkout on the path: cwd and PYTHONPATH are elsewhere), the
     # installed code finds its own vectors and they pass.
     site = tmp_path / "site"
     zipfile.ZipFile(wheel).extractall(site)
     work = tmp_path / "elsewhere"
     work.mkdir()
-    probe = _run_outside(["-c", "import vdaf.packaged as p; print(p.vectors_root())"],
+    probe = _run_outside(["-c", "import ppm_reference.vdaf.packaged as p; print(p.vectors_root())"],
                          site, work)
     assert probe.returncode == 0, probe.stderr
     assert probe.stdout.strip().startswith(str(site)), probe.stdout
-    vdaf18 = _run_outside(["-m", "ppm", "vdaf", "vectors", "check"], site, work)
+    vdaf18 = _run_outside(["-m", "ppm_reference", "vdaf", "vectors", "check"], site, work)
     assert vdaf18.returncode == 0, vdaf18.stdout[-1500:] + vdaf18.stderr[-1500:]
     assert " 0 failed" in vdaf18.stdout
-    vdaf08 = _run_outside(["-m", "ppm", "vdaf", "vectors", "check", "--vdaf-version", "8"],
+    vdaf08 = _run_outside(["-m", "ppm_reference", "vdaf", "vectors", "check", "--vdaf-version", "8"],
                           site, work)
     assert vdaf08.returncode == 0, vdaf08.stdout[-1500:]
-    dap = _run_outside(["-m", "ppm", "dap", "vectors", "check"], site, work)
+    dap = _run_outside(["-m", "ppm_reference", "dap", "vectors", "check"], site, work)
     assert dap.returncode == 0, dap.stdout[-1500:] + dap.stderr[-1500:]
     assert dap.stdout.startswith("ok: "), dap.stdout
 

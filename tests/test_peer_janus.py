@@ -37,12 +37,19 @@ from typing import Any
 
 import pytest
 
-from dap.client import Client
-from dap.collector import Collector
-from dap.common import BatchMode
-from dap.profiles import get_profile
-from dap.provision import DatastoreTarget, ProvisionedTask, b64, new_task, provision, unb64
-from dap.server.config import AggregatorConfig
+from ppm_reference.dap.client import Client
+from ppm_reference.dap.collector import Collector
+from ppm_reference.dap.common import BatchMode
+from ppm_reference.dap.profiles import get_profile
+from ppm_reference.dap.provision import (
+    DatastoreTarget,
+    ProvisionedTask,
+    b64,
+    new_task,
+    provision,
+    unb64,
+)
+from ppm_reference.dap.server.config import AggregatorConfig
 from tests.dap_harness import Proto, server_processes
 from tests.peers import peer_binary
 

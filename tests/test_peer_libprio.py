@@ -33,10 +33,10 @@ from typing import Any
 
 import pytest
 
-from interop.peers import libprio
+from ppm_reference.interop.peers import libprio
+from ppm_reference.vdaf import registry
+from ppm_reference.vdaf.vdaf import VdafError
 from tests.peers import peer_binary
-from vdaf import registry
-from vdaf.vdaf import VdafError
 
 CTX = b"ppm libprio-rs cross-check"
 REPORTS = 4  # per parameter set and direction

@@ -33,7 +33,7 @@ from typing import Any
 
 import pytest
 
-from dap.storage import (
+from ppm_reference.dap.storage import (
     AggregationJobRecord,
     ClientReportRecord,
     StorageError,
@@ -60,7 +60,7 @@ def _need_pg(request: pytest.FixtureRequest) -> Iterator[None]:
 
 _MANY = """
 import json, os, sys
-from ppm.cli import main
+from ppm_reference.cli import main
 for config, env in json.loads(sys.argv[1]):
     os.environ.update(env)
     try:
@@ -191,7 +191,7 @@ def test_conflicting_transactions_retry_only_when_safe(own_db: PgDatabase) -> No
     """Concurrent (serializable) mode. Two transactions that read and write the same
     rows: PostgreSQL aborts one. The one whose reads are unchanged on replay is retried
     and commits; the one whose reads changed raises (and nothing of it is stored)."""
-    from dap.storage.postgres import PostgresDatastore
+    from ppm_reference.dap.storage.postgres import PostgresDatastore
 
     url = own_db.new_url("conflict")
     ds = PostgresDatastore(url, key_from_env=False, concurrency="serializable")
@@ -253,7 +253,7 @@ def test_conflicting_transactions_retry_only_when_safe(own_db: PgDatabase) -> No
 @pytest.mark.parametrize("concurrency", ["exclusive", "serializable"])
 def test_concurrent_acquire_never_leases_a_job_twice(own_db: PgDatabase, concurrency: str
                                                      ) -> None:
-    from dap.storage.postgres import PostgresDatastore
+    from ppm_reference.dap.storage.postgres import PostgresDatastore
 
     url = own_db.new_url("lease")
     ds = PostgresDatastore(url, key_from_env=False, pool_size=4, concurrency=concurrency)
@@ -293,7 +293,7 @@ def test_exclusive_transactions_lose_no_update(own_db: PgDatabase) -> None:
     """The default mode: read-modify-write transactions from several threads and two
     datastores (as two processes would) never overlap: no increment is lost and no
     transaction fails."""
-    from dap.storage import TaskWorkRecord
+    from ppm_reference.dap.storage import TaskWorkRecord
 
     url = own_db.new_url("exclusive")
     stores = [open_datastore(url, key_from_env=False), open_datastore(url, key_from_env=False)]
@@ -344,8 +344,8 @@ def test_postgres_restart_mid_run(tmp_path: Path) -> None:
 
 
 def _restart_mid_run(tmp_path: Path) -> None:
-    from dap.common import BatchMode
-    from dap.provision import new_task
+    from ppm_reference.dap.common import BatchMode
+    from ppm_reference.dap.provision import new_task
     from tests.test_dap_crash import (
         Cluster,
         check_exactly_once,
@@ -416,7 +416,7 @@ def _collected(spec: str) -> int:
 def _upload_retrying(pt: Any, measurements: list[Any], per_request: int) -> int:
     """Upload in small requests; a request refused while the database restarts is sent
     again (the same reports: an Aggregator that stored them answers as a replay)."""
-    from dap.client import Client
+    from ppm_reference.dap.client import Client
 
     async def go() -> int:
         accepted = 0
@@ -457,7 +457,7 @@ def _pg_dump(url: str) -> bytes:
 
 
 def test_secrets_sealed_and_plaintext_migrated(own_db: PgDatabase) -> None:
-    from dap.storage.secrets import MAGIC, DatastoreKeyError
+    from ppm_reference.dap.storage.secrets import MAGIC, DatastoreKeyError
     from tests.test_datastore_secrets import _fill, _secrets_of
 
     url = own_db.new_url("secrets")
@@ -484,7 +484,7 @@ def test_secrets_sealed_and_plaintext_migrated(own_db: PgDatabase) -> None:
 
 
 def test_config_keeps_datastore_urls(tmp_path: Path) -> None:
-    from dap.server.config import AggregatorConfig, ConfigError
+    from ppm_reference.dap.server.config import AggregatorConfig, ConfigError
 
     url = "postgresql://ppm:pw@db.example:5432/leader?sslmode=require"
     path = tmp_path / "leader.json"
@@ -500,9 +500,9 @@ def test_config_keeps_datastore_urls(tmp_path: Path) -> None:
 def test_provisioning_into_a_postgres_datastore(own_db: PgDatabase) -> None:
     """`ppm task create --leader-config` writes the task into a PostgreSQL datastore as
     into a SQLite one (dap.provision.DatastoreTarget)."""
-    from dap.profiles import get_profile
-    from dap.provision import DatastoreTarget, new_task
-    from dap.server.config import AggregatorConfig
+    from ppm_reference.dap.profiles import get_profile
+    from ppm_reference.dap.provision import DatastoreTarget, new_task
+    from ppm_reference.dap.server.config import AggregatorConfig
 
     url = own_db.new_url("provision")
     config = AggregatorConfig(role="leader", datastore=url)

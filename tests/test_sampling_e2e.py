@@ -43,15 +43,20 @@ from typing import Any
 import aiohttp
 import pytest
 
-from dap import ohttp
-from dap.admin_client import AdminClient
-from dap.client import Client, RelayRoute
-from dap.collector import CollectionError, Collector
-from dap.common import MIN_BATCH_SIZE_EXTENSION, Extension, ReportError
-from dap.core.rand import SeededRng
-from dap.profiles import get_profile
-from dap.provision import ProvisionedTask, new_task
-from dap.sampling import Decision, ParticipationPlan, min_batch_size_extension, zero_measurement
+from ppm_reference.dap import ohttp
+from ppm_reference.dap.admin_client import AdminClient
+from ppm_reference.dap.client import Client, RelayRoute
+from ppm_reference.dap.collector import CollectionError, Collector
+from ppm_reference.dap.common import MIN_BATCH_SIZE_EXTENSION, Extension, ReportError
+from ppm_reference.dap.core.rand import SeededRng
+from ppm_reference.dap.profiles import get_profile
+from ppm_reference.dap.provision import ProvisionedTask, new_task
+from ppm_reference.dap.sampling import (
+    Decision,
+    ParticipationPlan,
+    min_batch_size_extension,
+    zero_measurement,
+)
 from tests.dap_harness import Proto, free_port
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
@@ -63,11 +68,11 @@ CLIENT_ADDR, RELAY_ADDR = "127.0.0.3", "127.0.0.2"
 # and rate ("even when the Leader is modified to try").
 EVIL_LEADER = """
 import sys
-import dap.core.leader as leader
+import ppm_reference.dap.core.leader as leader
 leader.required_batch_size = lambda task, merged: int(task.task.min_batch_size)
 leader.rate_exceeded = lambda task, merged: None
-from dap.server.app import run
-from dap.server.config import AggregatorConfig
+from ppm_reference.dap.server.app import run
+from ppm_reference.dap.server.config import AggregatorConfig
 run(AggregatorConfig.load(sys.argv[1]))
 """
 
@@ -142,7 +147,7 @@ def _aggregator(tmp: Path, name: str, role: str, evil: bool = False,
     path = tmp / f"{name}.json"
     path.write_text(json.dumps(config))
     argv = ([sys.executable, "-c", EVIL_LEADER, str(path)] if evil
-            else [sys.executable, "-m", "dap.server", str(path)])
+            else [sys.executable, "-m", "ppm_reference.dap.server", str(path)])
     return Proc(name, argv, tmp / f"{name}.log", f"http://127.0.0.1:{port}/", "hpke_config")
 
 
@@ -155,7 +160,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
                          **give_up)
     evil = _aggregator(tmp, "evil", "leader", evil=True, **give_up)
     relay_port = free_port()
-    relay = Proc("relay", [sys.executable, "-m", "ppm", "relay", "--gateway",
+    relay = Proc("relay", [sys.executable, "-m", "ppm_reference", "relay", "--gateway",
                            leader.url.rstrip("/") + ohttp.WELL_KNOWN_PATH,
                            "--listen-port", str(relay_port), "--source-host", RELAY_ADDR],
                  tmp / "relay.log", f"http://127.0.0.1:{relay_port}/",
@@ -397,7 +402,7 @@ def test_tampered_encapsulation_is_refused_and_nothing_stored(cluster: Cluster) 
             async with Client(pt.task) as client:
                 (report,) = await client.prepare([1])
             message, body = pt.task.profile.flow.encode_upload([report])
-            from dap import bhttp
+            from ppm_reference.dap import bhttp
 
             inner = bhttp.Request(b"POST", b"http", b"leader", (
                 f"/tasks/{pt.admin_json('leader')['task_id']}/reports").encode(),
@@ -428,8 +433,8 @@ def test_randomized_dummies_leave_the_debiased_result_unbiased(cluster: Cluster)
     # (independent flips), and we accept 5.5 of them: false-failure probability 3.8e-8.
     # Unrandomized zero dummies would shift it by -L p / (1 - 2p) each: -582 for 100,
     # far outside the tolerance (334), so the test tells the two apart.
-    from dap import dp
-    from dap.sampling import dummy_measurement
+    from ppm_reference.dap import dp
+    from ppm_reference.dap.sampling import dummy_measurement
 
     length, eps0, n_real, n_dummy = 10, 1.0, 300, 100
     spec = dp.make_spec("MultiHotHistogramWithClientRandomization", epsilon=1.0,
@@ -463,7 +468,7 @@ def test_randomized_dummies_leave_the_debiased_result_unbiased(cluster: Cluster)
 
 def test_ppm_upload_samples_on_the_device(cluster: Cluster, tmp_path: Path,
                                           capsys: pytest.CaptureFixture[str]) -> None:
-    from ppm.cli import main
+    from ppm_reference.cli import main
 
     pt = cluster.provision(Proto("dap-18").sum(13), cluster.leader, min_batch_size=1,
                            time_precision=3600, profile=get_profile("dap-18"))

@@ -34,11 +34,11 @@ from typing import Any
 import aiohttp
 import pytest
 
-from dap.collector import Collector
-from dap.common import ReportID
-from dap.problems import PROBLEM_MEDIA_TYPE
-from dap.profiles import get_profile
-from dap.provision import ProvisionedTask
+from ppm_reference.dap.collector import Collector
+from ppm_reference.dap.common import ReportID
+from ppm_reference.dap.problems import PROBLEM_MEDIA_TYPE
+from ppm_reference.dap.profiles import get_profile
+from ppm_reference.dap.provision import ProvisionedTask
 from tests.dap_harness import AggregatorPair, Proto
 
 BOUND = 1.0          # seconds (issue 12: "every endpoint of an unrelated task ... within 1 s")
@@ -210,7 +210,7 @@ async def _pair(tmp_path: Path, **overrides: Any) -> tuple[AggregatorPair, Provi
         dict(overrides)
     pair = await AggregatorPair(tmp_path, leader_overrides=leader,
                                 helper_overrides=helper).start()
-    from dap.profiles import get_profile
+    from ppm_reference.dap.profiles import get_profile
 
     count = get_profile("dap-18").build_vdaf("Prio3Count", {})
     a = pair.provision(count, min_batch_size=1)
@@ -585,7 +585,7 @@ def test_admin_api_bad_input_is_400_not_500(tmp_path: Path) -> None:
     """The issue's admin API 500s: a non-integer or out-of-range key ID, a malformed task
     ID, epsilon 0 in a task's DP policy, an oversized body: each a 4xx problem document
     without exception text."""
-    from dap.profiles import get_profile
+    from ppm_reference.dap.profiles import get_profile
 
     async def go() -> None:
         async with AggregatorPair(tmp_path, leader_overrides={
@@ -594,7 +594,7 @@ def test_admin_api_bad_input_is_400_not_500(tmp_path: Path) -> None:
             auth = {"Authorization": "Bearer t"}
             hist = get_profile("dap-18").build_vdaf("Prio3Histogram",
                                                     {"length": 4, "chunk_length": 2})
-            from dap.provision import new_task
+            from ppm_reference.dap.provision import new_task
             # The issue's epsilon 0: provisioning it makes the policy divide by zero.
             zero = new_task(hist, L, pair.helper_url, profile=get_profile("dap-18"),
                             dp_policy={"policy": "HistogramWithAggregatorLaplace",
@@ -630,7 +630,7 @@ def test_connection_cap_fits_the_file_descriptor_limit(monkeypatch: pytest.Monke
     process's descriptor limit, keeping descriptors for the datastore and the Helper."""
     import resource
 
-    from dap.server.serving import FD_RESERVE, connection_cap
+    from ppm_reference.dap.server.serving import FD_RESERVE, connection_cap
 
     monkeypatch.setattr(resource, "getrlimit", lambda _which: (1024, 4096))
     assert connection_cap(1000) == 1024 - FD_RESERVE

@@ -23,13 +23,13 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
-from dap.client import Client
-from dap.collector import CollectionError, Collector
-from dap.hpke import generate_keypair
-from dap.origin import ForeignLocation, resolve_location, same_origin
-from dap.profiles import get_profile
-from dap.provision import new_task
-from dap.storage import AggregationJobState
+from ppm_reference.dap.client import Client
+from ppm_reference.dap.collector import CollectionError, Collector
+from ppm_reference.dap.hpke import generate_keypair
+from ppm_reference.dap.origin import ForeignLocation, resolve_location, same_origin
+from ppm_reference.dap.profiles import get_profile
+from ppm_reference.dap.provision import new_task
+from ppm_reference.dap.storage import AggregationJobState
 from tests.dap_harness import AggregatorPair, Proto, free_port
 
 
@@ -262,7 +262,7 @@ def test_collector_keeps_its_token_at_the_leader(tmp_path: Path, answer: str) ->
 
 def test_admin_client_does_not_follow_redirects(tmp_path: Path) -> None:
     """urllib would follow a GET redirect with the admin bearer token to any origin."""
-    from dap.admin_client import AdminClient, AdminError
+    from ppm_reference.dap.admin_client import AdminClient, AdminError
 
     async def go() -> None:
         async with Peer(_nothing) as thief:
@@ -282,7 +282,7 @@ def test_answers_are_bounded(tmp_path: Path) -> None:
     """A peer's answer is read up to a limit (dap.origin.read_response): a declared
     length over it is refused unread, a chunked stream as soon as it passes it; the
     clients ask for identity and do not decompress."""
-    from dap.origin import ResponseTooLarge, read_response
+    from ppm_reference.dap.origin import ResponseTooLarge, read_response
 
     async def go() -> None:
         async def huge(request: web.Request) -> web.StreamResponse:

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from dap.storage import (
+from ppm_reference.dap.storage import (
     AggregateShareJobRecord,
     AggregateShareJobState,
     AggregationJobRecord,

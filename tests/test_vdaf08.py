@@ -22,12 +22,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ppm.cli import main
-from vdaf import vectors
-from vdaf.circuits import Count, Histogram08, MultiHotHistogram, Sum08, SumVec08
-from vdaf.field import Field64, Field128, NttField, poly_eval
-from vdaf.flp import FlpBBCGGI19, FlpGeneric, run_flp, wire_poly_len
-from vdaf.ping_pong import (
+from ppm_reference.cli import main
+from ppm_reference.vdaf import vectors
+from ppm_reference.vdaf.circuits import Count, Histogram08, MultiHotHistogram, Sum08, SumVec08
+from ppm_reference.vdaf.field import Field64, Field128, NttField, poly_eval
+from ppm_reference.vdaf.flp import FlpBBCGGI19, FlpGeneric, run_flp, wire_poly_len
+from ppm_reference.vdaf.ping_pong import (
     Continued,
     Finished,
     FinishedWithOutbound,
@@ -35,7 +35,7 @@ from vdaf.ping_pong import (
     ping_pong_leader_continued,
     ping_pong_leader_init,
 )
-from vdaf.prio3 import (
+from ppm_reference.vdaf.prio3 import (
     Prio3,
     Prio3Count,
     Prio3CountV08,
@@ -46,9 +46,9 @@ from vdaf.prio3 import (
     Prio3SumVecV08,
     Prio3SumVecWithMultiproofV08,
 )
-from vdaf.profiles import VDAF_08, VDAF_18, Prio3Sharding
-from vdaf.vdaf import VdafError, run_vdaf
-from vdaf.vectors import (
+from ppm_reference.vdaf.profiles import VDAF_08, VDAF_18, Prio3Sharding
+from ppm_reference.vdaf.vdaf import VdafError, run_vdaf
+from ppm_reference.vdaf.vectors import (
     STANDARD_SPECS,
     FileResult,
     VectorSpec,
@@ -58,7 +58,7 @@ from vdaf.vectors import (
     generate_xof_vector,
     instance_name_from_path,
 )
-from vdaf.xof import XofFixedKeyAes128, XofTurboShake128
+from ppm_reference.vdaf.xof import XofFixedKeyAes128, XofTurboShake128
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 PUBLISHED = ("test-vectors", "vdaf-08")

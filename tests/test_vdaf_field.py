@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from vdaf.field import (
+from ppm_reference.vdaf.field import (
     Field64,
     Field128,
     Field255,
@@ -19,7 +19,7 @@ from vdaf.field import (
     ntt_batch,
     poly_eval,
 )
-from vdaf.xof import XofFixedKeyAes128, XofTurboShake128, format_dst
+from ppm_reference.vdaf.xof import XofFixedKeyAes128, XofTurboShake128, format_dst
 
 ALL_FIELDS = [Field64, Field128, Field255]
 NTT_FIELDS = [Field64, Field128]

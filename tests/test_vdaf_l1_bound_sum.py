@@ -12,14 +12,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ppm.cli import main
-from vdaf import registry, vectors
-from vdaf.circuits import L1BoundSum, MeasurementError
-from vdaf.circuits import encode_range_checked_int as erci
-from vdaf.field import Field128
-from vdaf.flp import run_flp
-from vdaf.prio3 import Prio3L1BoundSum
-from vdaf.vdaf import VdafError, run_vdaf
+from ppm_reference.cli import main
+from ppm_reference.vdaf import registry, vectors
+from ppm_reference.vdaf.circuits import L1BoundSum, MeasurementError
+from ppm_reference.vdaf.circuits import encode_range_checked_int as erci
+from ppm_reference.vdaf.field import Field128
+from ppm_reference.vdaf.flp import run_flp
+from ppm_reference.vdaf.prio3 import Prio3L1BoundSum
+from ppm_reference.vdaf.vdaf import VdafError, run_vdaf
 
 PUBLISHED = ("test-vectors", "l1-bound-sum-02", "Prio3L1BoundSum_0.json")
 OWN = Path(__file__).resolve().parent.parent / "test_vectors" / "l1-bound-sum-02"

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from vdaf.ping_pong import (
+from ppm_reference.vdaf.ping_pong import (
     CONTINUE,
     FINISH,
     INITIALIZE,
@@ -23,7 +23,7 @@ from vdaf.ping_pong import (
     ping_pong_leader_continued,
     ping_pong_leader_init,
 )
-from vdaf.prio3 import Prio3Count, Prio3Histogram
+from ppm_reference.vdaf.prio3 import Prio3Count, Prio3Histogram
 
 CTX = b"ctx"
 

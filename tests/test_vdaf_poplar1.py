@@ -12,8 +12,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from vdaf.field import Field64, Field255
-from vdaf.idpf import (
+from ppm_reference.vdaf.field import Field64, Field255
+from ppm_reference.vdaf.idpf import (
     FixedKeyAesHash,
     IdpfBBCGGI21,
     IdpfError,
@@ -22,9 +22,9 @@ from vdaf.idpf import (
     pack_bits,
     unpack_bits,
 )
-from vdaf.poplar1 import EVALUATE, REVEAL, FieldVec, Poplar1, Poplar1V08
-from vdaf.vdaf import VdafError, gen_rand, run_vdaf
-from vdaf.xof import XofFixedKeyAes128
+from ppm_reference.vdaf.poplar1 import EVALUATE, REVEAL, FieldVec, Poplar1, Poplar1V08
+from ppm_reference.vdaf.vdaf import VdafError, gen_rand, run_vdaf
+from ppm_reference.vdaf.xof import XofFixedKeyAes128
 
 CTX = b"test ctx"
 

@@ -10,10 +10,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from vdaf.circuits import Count, Histogram, MultihotCountVec, Sum, SumVec
-from vdaf.field import Field64, Field128, Lagrange
-from vdaf.flp import FlpBBCGGI19, Mul, ParallelSum, PolyEval, extend_polys
-from vdaf.prio3 import (
+from ppm_reference.vdaf.circuits import Count, Histogram, MultihotCountVec, Sum, SumVec
+from ppm_reference.vdaf.field import Field64, Field128, Lagrange
+from ppm_reference.vdaf.flp import FlpBBCGGI19, Mul, ParallelSum, PolyEval, extend_polys
+from ppm_reference.vdaf.prio3 import (
     Prio3,
     Prio3Count,
     Prio3HigherDegree,
@@ -23,7 +23,7 @@ from vdaf.prio3 import (
     Prio3SumVec,
     Prio3SumVecWithMultiproof,
 )
-from vdaf.vdaf import VdafError, run_vdaf
+from ppm_reference.vdaf.vdaf import VdafError, run_vdaf
 
 CTX = b"test context"
 

@@ -17,8 +17,8 @@ from typing import Any
 
 import pytest
 
-from vdaf import flp, registry
-from vdaf.prio3 import Prio3MultiHotHistogramV08
+from ppm_reference.vdaf import flp, registry
+from ppm_reference.vdaf.prio3 import Prio3MultiHotHistogramV08
 
 
 class Trace:

@@ -13,11 +13,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from vdaf import prio3, registry
-from vdaf.poplar1 import Poplar1, Poplar1V08
-from vdaf.profiles import VDAF_08, VDAF_18
-from vdaf.registry import RegistryError
-from vdaf.vdaf import gen_rand, run_vdaf
+from ppm_reference.vdaf import prio3, registry
+from ppm_reference.vdaf.poplar1 import Poplar1, Poplar1V08
+from ppm_reference.vdaf.profiles import VDAF_08, VDAF_18
+from ppm_reference.vdaf.registry import RegistryError
+from ppm_reference.vdaf.vdaf import gen_rand, run_vdaf
 
 # Small valid parameters of each name, by version.
 EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
@@ -442,7 +442,7 @@ def test_property_non_positive_values_name_the_parameter(name: str, value: int,
 def test_registry_imports_only_vdaf() -> None:
     """The registry sits in the bottom layer: importing it loads no dap, interop, ppm or
     dp_policy module."""
-    code = ("import sys, vdaf.registry; print(sorted({m.split('.')[0] for m in sys.modules "
+    code = ("import sys, ppm_reference.vdaf.registry; print(sorted({m.split('.')[0] for m in sys.modules "
             "if m.split('.')[0] in ('dap', 'interop', 'ppm', 'dp_policy')}))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True, cwd=Path(__file__).resolve().parent.parent)
@@ -451,7 +451,7 @@ def test_registry_imports_only_vdaf() -> None:
 
 def test_dap_profiles_take_their_vdafs_from_the_registry() -> None:
     """Every DAP profile names its VDAFs through the registry, for its VDAF draft."""
-    from dap.profiles import PROFILES
+    from ppm_reference.dap.profiles import PROFILES
 
     for dap_profile in PROFILES.values():
         version = registry.version_for_draft(dap_profile.vdaf_draft)

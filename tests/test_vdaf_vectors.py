@@ -16,9 +16,9 @@ from typing import Any
 
 import pytest
 
-from ppm.cli import main
-from vdaf import vectors
-from vdaf.vectors import (
+from ppm_reference.cli import main
+from ppm_reference.vdaf import vectors
+from ppm_reference.vdaf.vectors import (
     OUT_OF_SCOPE,
     POPLAR1_BAD_CORR_INNER,
     STANDARD_SPECS,

@@ -1,1 +1,0 @@
-"""The `ppm` command line: one console script with a sub-command per area."""

@@ -1,5 +1,0 @@
-import sys
-
-from ppm.cli import main
-
-sys.exit(main())

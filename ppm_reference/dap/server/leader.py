@@ -1,0 +1,727 @@
+"""The Leader's HTTP resources (DAP-18 Appendix A: reports, collection jobs) and its
+background work, all resumable from the datastore after a restart:
+
+* turning uploaded reports into aggregation jobs;
+* stepping aggregation jobs with the Helper (retries with exponential backoff; polling
+  with the Helper's Retry-After when it answers asynchronously);
+* driving collection jobs: waiting for the batch, obtaining the Helper's aggregate share,
+  assembling the CollectionJobResp.
+
+Every request to the Helper is stored before it is sent, so a retried or resumed request
+is byte-identical and the Helper answers it from its existing resource.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import Any
+
+import aiohttp
+from aiohttp import web
+
+from ppm_reference.dap.common import Role
+from ppm_reference.dap.core import agg_params
+from ppm_reference.dap.core import leader as core
+from ppm_reference.dap.core.errors import DapProblem, NotReady
+from ppm_reference.dap.core.tasks import auth_header_for
+from ppm_reference.dap.origin import (
+    MAX_RESPONSE_BYTES,
+    NO_COMPRESSION,
+    ForeignLocation,
+    read_response,
+    resolve_location,
+)
+from ppm_reference.dap.problems import ProblemDocument, ProblemDocumentError
+from ppm_reference.dap.server.common import (
+    AppState,
+    authenticate,
+    b64url,
+    id_param,
+    message_response,
+    not_ready_response,
+    read_body,
+    require_method,
+    state,
+    task_id_param,
+)
+from ppm_reference.dap.server.metrics import count_rejections
+from ppm_reference.dap.server.retention import RetentionTimer
+from ppm_reference.dap.server.scheduling import (
+    COLLECTION,
+    CREATE_JOBS,
+    HOLDER,
+    WorkEvent,
+    next_due,
+    sleep_until_work,
+)
+from ppm_reference.dap.server.serving import client_ssl_context
+from ppm_reference.dap.server.status import STATUS_HEADER, collection_hint
+from ppm_reference.dap.server.upload import GROUP_MAX_BODY, groups_of, store_upload
+from ppm_reference.dap.storage import (
+    AggregationJobRecord,
+    AggregationJobState,
+    CollectionJobRecord,
+    CollectionJobState,
+    TaskWorkRecord,
+)
+from ppm_reference.dap.taskprov import advertisement_headers
+
+log = logging.getLogger("ppm.leader")
+WAKE_KEY: web.AppKey[asyncio.Event] = web.AppKey("leader_wake", asyncio.Event)
+# Collection jobs the background worker still drives.
+_PENDING_COLLECTION = (CollectionJobState.START, CollectionJobState.COLLECTING)
+# Tasks looked at for job creation per pass (those with new reports, from an index).
+MAX_CREATE_CANDIDATES = 10_000
+
+
+async def put_or_post_reports(request: web.Request) -> web.StreamResponse:
+    """Upload: POST (DAP-18 Section 4.4.2.2, `UploadRequest`) or PUT (DAP-09 Section
+    4.4.2, one `Report`) {leader}/tasks/{task-id}/reports."""
+    st = state(request)
+    task = st.task(task_id_param(request), Role.LEADER)
+    require_method(request, task, "upload")
+    body = await read_body(request, task, task.profile.message_names["upload"],
+                           st.config.max_upload_bytes)
+    return await upload_response(request.app, st, task, body)
+
+
+async def upload_response(app: web.Application, st: AppState, task: Any,
+                          body: bytes) -> web.Response:
+    """Store an upload's reports (in a worker thread, `store_upload`) and answer it: the
+    resource above, and the Oblivious HTTP gateway (`dap.server.gateway`) for an upload
+    that came through a relay."""
+    keyring = st.keyring()
+    if len(body) <= GROUP_MAX_BODY:
+        # Small uploads (one report per request) share commits (dap.server.upload).
+        errors = await groups_of(st).store(task, keyring, body)
+    else:
+        errors = await st.offload(store_upload, st, task, keyring, body)
+    count_rejections(app, task, errors)  # /metrics, GET /internal/tasks/{id}
+    app[WAKE_KEY].set()
+    answer = task.wire.upload_answer(task, errors)  # raises a DAP-09 refused report's problem
+    if answer is None:
+        return web.Response(status=task.profile.statuses["upload"])
+    return message_response(task, "UploadErrors", answer)
+
+
+async def post_collection_jobs(request: web.Request) -> web.StreamResponse:
+    """POST {leader}/tasks/{task-id}/collection_jobs (DAP-18 Section 4.6.1)."""
+    st = state(request)
+    task = st.task(task_id_param(request), Role.LEADER)
+    require_method(request, task, "collection_job_create")
+    authenticate(request, task, collector=True)
+    body = await read_body(request, task, "CollectionJobReq", st.config.max_collection_bytes)
+    with st.datastore.transaction() as tx:
+        job_id = core.create_collection_job(tx, task, body, st.clock(), rng=st.rng)
+    request.app[WAKE_KEY].set()
+    return not_ready_response(st.config, f"{request.path}/{b64url(job_id)}", status=201)
+
+
+async def put_collection_job(request: web.Request) -> web.StreamResponse:
+    """PUT {leader}/tasks/{task-id}/collection_jobs/{id} (DAP-09 Section 4.6.1): the
+    Collector names the job; answered 201 Created."""
+    st = state(request)
+    task = st.task(task_id_param(request), Role.LEADER)
+    require_method(request, task, "collection_job_create")
+    authenticate(request, task, collector=True)
+    job_id = id_param(request, "job_id", 16, "unrecognizedCollectionJob")
+    body = await read_body(request, task, "CollectionReq", st.config.max_collection_bytes)
+    with st.datastore.transaction() as tx:
+        core.create_collection_job(tx, task, body, st.clock(), job_id=job_id, rng=st.rng)
+    request.app[WAKE_KEY].set()
+    return web.Response(status=201)
+
+
+async def poll_collection_job(request: web.Request) -> web.StreamResponse:
+    """Poll: GET (DAP-18, 200 with Retry-After until ready) or POST (DAP-09 Section 4.6.1,
+    202 Accepted until ready) {leader}/tasks/{task-id}/collection_jobs/{id}."""
+    st = state(request)
+    task = st.task(task_id_param(request), Role.LEADER)
+    require_method(request, task, "collection_job_poll")
+    authenticate(request, task, collector=True)
+    job_id = id_param(request, "job_id", 16, "unrecognizedCollectionJob")
+    try:
+        with st.datastore.transaction() as tx:
+            body = core.get_collection_job(tx, task, job_id)
+    except NotReady:
+        resp = not_ready_response(st.config,
+                                  status=task.profile.statuses["collection_not_ready"])
+        with st.datastore.transaction() as tx:  # what it waits for (dap.server.status)
+            resp.headers[STATUS_HEADER] = collection_hint(tx, task, job_id)
+        return resp
+    return message_response(task, task.profile.message_names["collection"], body)
+
+
+async def delete_collection_job(request: web.Request) -> web.StreamResponse:
+    st = state(request)
+    task = st.task(task_id_param(request), Role.LEADER)
+    authenticate(request, task, collector=True)
+    job_id = id_param(request, "job_id", 16, "unrecognizedCollectionJob")
+    with st.datastore.transaction() as tx:
+        core.delete_collection_job(tx, task, job_id)
+    return web.Response(status=200)
+
+
+def add_routes(app: web.Application) -> None:
+    reports = "/tasks/{task_id}/reports"
+    job = "/tasks/{task_id}/collection_jobs/{job_id}"
+    app.router.add_post(reports, put_or_post_reports)
+    app.router.add_put(reports, put_or_post_reports)
+    app.router.add_post("/tasks/{task_id}/collection_jobs", post_collection_jobs)
+    app.router.add_put(job, put_collection_job)
+    app.router.add_get(job, poll_collection_job)
+    app.router.add_post(job, poll_collection_job)
+    app.router.add_delete(job, delete_collection_job)
+
+
+# -- background work -----------------------------------------------------------------------
+
+
+def backoff(attempts: int, cap: float = 30.0) -> float:
+    return float(min(cap, 0.1 * 2 ** min(attempts, 20)))
+
+
+def describe(exc: BaseException) -> str:
+    """An exception as the one line recorded on the item whose work raised it."""
+    return f"{type(exc).__name__}: {exc}"[:500]
+
+
+def task_gone(exc: BaseException) -> bool:
+    """Whether work failed because its task no longer exists (deleted through the admin
+    API) or can no longer be loaded: retrying cannot help."""
+    return isinstance(exc, DapProblem) and exc.token == "unrecognizedTask"
+
+
+class LeaderWorker:
+    def __init__(self, app: web.Application, st: AppState) -> None:
+        self.app = app
+        self.st = st
+        self.session: aiohttp.ClientSession | None = None
+        # Where the Helper said a deferred resource is (job id -> URL). Lost on restart,
+        # which only means re-sending the stored, byte-identical request.
+        self.share_locations: dict[bytes, str] = {}
+        self.sem = asyncio.Semaphore(max(1, st.config.job_concurrency))
+        # The Helper's answers are at most about the size of the Leader's requests.
+        self.response_limit = max(MAX_RESPONSE_BYTES, st.config.max_aggregation_job_bytes)
+        # Job steps in flight. They run beside job creation and collection, so that the
+        # Leader prepares the next jobs while the Helper works on the current ones.
+        self.in_flight: set[asyncio.Task[None]] = set()
+        self.retention = RetentionTimer(st)
+        # Tasks whose new reports made no job (fewer than min_job_size, or held back by
+        # a collection job): not looked at again before this time.monotonic(), unless
+        # the worker is woken (an upload, dap.server.scheduling). Real time, not the
+        # injectable clock: a test's frozen clock must not freeze job creation.
+        self.create_not_before: dict[bytes, float] = {}
+        # This worker's name in the leases it takes (the process's; a test running two
+        # workers in one process gives each its own).
+        self.holder = HOLDER
+
+    def wake_self(self) -> None:
+        """Run the next pass now (work this process made: no other process is told)."""
+        asyncio.Event.set(self.app[WAKE_KEY])
+
+    async def run(self) -> None:
+        timeout = aiohttp.ClientTimeout(total=self.st.config.http_timeout)
+        connector = aiohttp.TCPConnector(ssl=client_ssl_context(self.st.config.tls_ca_file))
+        # Answers uncompressed and bounded (dap/origin.py): read with read_response.
+        async with aiohttp.ClientSession(timeout=timeout, connector=connector,
+                                         auto_decompress=False,
+                                         headers=NO_COMPRESSION) as session:
+            self.session = session
+            wake = self.app[WAKE_KEY]
+            if isinstance(wake, WorkEvent):
+                wake.listen(self.st.datastore)  # other processes' notifications, if any
+            cfg = self.st.config
+            try:
+                while True:
+                    busy = False
+                    for step in (self.step_jobs, self.create_jobs, self.drive_collections):
+                        try:
+                            busy = await step() or busy
+                        except Exception:  # noqa: BLE001 - keep working; log and retry
+                            log.exception("leader background step %s failed", step.__name__)
+                    self.retention.maybe_run()
+                    if not busy:
+                        # Due-time scheduling (dap.server.scheduling): sleep until the
+                        # earliest stored due time, a wake-up, or the poll for work other
+                        # processes stored; never for every task.
+                        retry = min(self.create_not_before.values(), default=None)
+                        try:
+                            due = next_due(self.st.datastore, "leader", self.retention.next_at,
+                                           None if retry is None else self.st.clock()
+                                           + max(0.0, retry - time.monotonic()))
+                        except Exception:  # noqa: BLE001 - the datastore is unavailable
+                            log.exception("leader: cannot read the next due time")
+                            due = None
+                        if await sleep_until_work(wake, self.st.clock(), due,
+                                                  cfg.work_poll_interval, cfg.worker_interval):
+                            self.create_not_before.clear()  # woken: new work may be there
+                    else:
+                        await asyncio.sleep(0)
+            finally:
+                for t in list(self.in_flight):  # their leases expire; a restart resumes them
+                    t.cancel()
+
+    # aggregation job creation
+    async def create_jobs(self) -> bool:
+        """Turn new reports into a job per task, when a step slot would otherwise be idle:
+        jobs are made as fast as the Helper takes them, and requests (uploads) are served
+        in between."""
+        st = self.st
+        cfg = st.config
+        if len(self.in_flight) >= max(1, cfg.job_concurrency):
+            return False
+        # One job per pass: it goes to the Helper at once, and uploads are not held up
+        # behind a long stretch of decryption and VDAF work.
+        sizes = core.JobSizes(cfg.min_job_size, cfg.max_job_size, cfg.straggler_age,
+                              jobs_per_pass=1)
+        keyring = st.keyring()
+        now = st.clock()
+        # Only the tasks with work, from indexes (not every task): new reports, or (a VDAF
+        # with an aggregation parameter) collection jobs waiting for their aggregation.
+        with st.datastore.transaction() as tx:
+            task_ids = tx.tasks_with_new_reports(MAX_CREATE_CANDIDATES)
+            task_ids += [bytes(j.task_id) for j in
+                         tx.list_collection_jobs((CollectionJobState.START,), 1e300)]
+            task_ids = sorted(set(task_ids))
+            failing = {tid: w for tid in task_ids if (w := tx.get_task_work(tid)) is not None}
+        mono = time.monotonic()
+        self.create_not_before = {t: at for t, at in self.create_not_before.items()
+                                  if at > mono}
+        created = 0
+        for tid in task_ids:
+            work = failing.get(tid)
+            if work is not None and work.next_attempt_at > now:
+                continue  # backing off after an error (recorded in task_work)
+            if self.create_not_before.get(tid, 0.0) > mono:
+                continue  # made no job a moment ago (see below)
+            # Per task: one task that cannot be loaded or whose reports make the core
+            # raise (a bad option, a VDAF too large for memory) is recorded and retried
+            # with backoff; the other tasks go on.
+            try:
+                task = st.task(tid, Role.LEADER)
+
+                def create(task: Any = task, work: Any = work, tid: bytes = tid) -> int:
+                    # One creator per task at a time (a lease, so that a creator that
+                    # dies holds nobody up for long); the commit below also re-reads the
+                    # reports still new, so no report is ever put into two jobs.
+                    now = st.clock()
+                    with st.datastore.transaction() as tx:
+                        if not tx.try_lease(CREATE_JOBS, tid, self.holder, now,
+                                            cfg.job_lease):
+                            return -1  # another process is making this task's jobs
+                        new = core.reports_ready(tx, task, now, sizes)
+                        if not new and not agg_params.uses_agg_param(task):
+                            tx.release_lease(CREATE_JOBS, tid, self.holder)
+                            return 0
+                    prepared = None
+                    if new:
+                        # Decryption and VDAF preparation outside the transaction, which
+                        # then only checks and commits (a short hold of the datastore).
+                        prepared = core.prepare_aggregation_jobs(task, keyring, new, now,
+                                                                 cfg.clock_skew)
+                    with st.datastore.transaction() as tx:
+                        # Compare-and-set: commit only while the lease is still ours.
+                        if not tx.try_lease(CREATE_JOBS, tid, self.holder, st.clock(),
+                                            cfg.job_lease):
+                            return -1
+                        count = len(core.create_aggregation_jobs(
+                            tx, task, keyring, now, sizes, cfg.clock_skew, rng=st.rng,
+                            prepared=prepared))
+                        if work is not None:
+                            tx.delete_task_work(tid)
+                        tx.release_lease(CREATE_JOBS, tid, self.holder)
+                    return count
+
+                # In a worker thread, not on the event loop.
+                count = await st.offload(create)
+                if count > 0:
+                    created += count
+                else:
+                    # Nothing made (too few reports yet, reports held back, or another
+                    # process at work on it): look again after a poll interval, or once
+                    # the stragglers are old enough.
+                    self.create_not_before[tid] = time.monotonic() + max(
+                        cfg.worker_interval, min(cfg.work_poll_interval, cfg.straggler_age))
+            except Exception as exc:  # noqa: BLE001 - isolate the task, record the error
+                self._task_failed(tid, work, exc)
+        return created > 0
+
+    def _task_failed(self, task_id: bytes, work: TaskWorkRecord | None,
+                     exc: BaseException) -> None:
+        st = self.st
+        attempts = (work.attempts if work is not None else 0) + 1
+        # After max_item_attempts the task is tried every 10 minutes (a task is never
+        # failed for good: provisioning it again fixes it).
+        delay = backoff(attempts, cap=30.0 if attempts < st.config.max_item_attempts
+                        else 600.0)
+        log.warning("task %s: creating aggregation jobs failed (attempt %d, next in %.0f s): "
+                    "%s", task_id.hex(), attempts, delay, describe(exc))
+        with st.datastore.transaction() as tx:
+            tx.put_task_work(TaskWorkRecord(task_id, attempts, st.clock() + delay,
+                                            describe(exc)))
+            tx.release_lease(CREATE_JOBS, task_id, self.holder)
+
+    # stepping aggregation jobs
+    async def step_jobs(self) -> bool:
+        """Start stepping jobs, up to `job_concurrency` in flight; does not wait for them
+        (they are in `in_flight`)."""
+        st = self.st
+        free = max(1, st.config.job_concurrency) - len(self.in_flight)
+        if free <= 0:
+            return False
+        with st.datastore.transaction() as tx:
+            jobs = tx.acquire_aggregation_jobs("leader", st.clock(), st.config.job_lease, free)
+        for job in jobs:
+            step = asyncio.create_task(self._step_job(job))
+            self.in_flight.add(step)
+            step.add_done_callback(self.in_flight.discard)
+        return bool(jobs)
+
+    async def _step_job(self, job: AggregationJobRecord) -> None:
+        async with self.sem:
+            try:
+                await self._step_job_inner(job)
+            except Exception as exc:  # noqa: BLE001 - isolate the job, record the error
+                log.exception("stepping aggregation job %s failed", job.job_id.hex())
+                self._job_failed(job, exc)
+            finally:
+                self.wake_self()  # a step slot is free
+
+    def _job_failed(self, job: AggregationJobRecord, exc: BaseException) -> None:
+        """Our own code raised on a job: retry it with backoff, recording the error on
+        the job, and abandon it (its reports fail) once it has used `max_item_attempts`
+        or when its task is gone. (Network errors and the Helper's transient answers
+        are retried without a limit, in `_retry_job`.)"""
+        st = self.st
+        with st.datastore.transaction() as tx:
+            fresh = tx.get_leased_aggregation_job(job.task_id, job.job_id, job.lease_token)
+            if fresh is None or fresh.state != AggregationJobState.ACTIVE:
+                return  # another process leased the job since (ours expired)
+            if task_gone(exc) or fresh.attempts + 1 >= st.config.max_item_attempts:
+                log.warning("aggregation job %s abandoned: %s", job.job_id.hex(),
+                            describe(exc))
+                core.abandon_aggregation_job(tx, None, fresh, describe(exc))
+                return
+        self._retry_job(job, describe(exc))
+
+    async def _step_job_inner(self, job: AggregationJobRecord) -> None:
+        st = self.st
+        task = st.task(job.task_id, Role.LEADER)
+        assert self.session is not None
+        headers = _auth_headers(task)
+        profile = task.profile
+        polling = job.response == b"poll" and job.helper_url
+        if polling:
+            url = f"{job.helper_url}"
+            method, body = "GET", None
+        elif job.step == 0:
+            method, url = _request(task, "aggregation_job_init", aggregation_job_id=job.job_id)
+            body = job.request
+            headers["Content-Type"] = profile.media_type_for("AggregationJobInitReq")
+        else:
+            method, url = _request(task, "aggregation_job_continue",
+                                   aggregation_job_id=job.job_id)
+            if job.helper_url:  # where the Helper said the job is (DAP-18 Location)
+                url = job.helper_url.split("?")[0]
+            body = job.request
+            headers["Content-Type"] = profile.media_type_for("AggregationJobContinueReq")
+        try:
+            # Never follow a redirect: the token is for the Helper's origin (dap/origin.py).
+            async with self.session.request(method, url, data=body, headers=headers,
+                                            allow_redirects=False) as resp:
+                content = await read_response(resp, self.response_limit)
+                status = resp.status
+                location = resp.headers.get("Location")
+                retry_after = resp.headers.get("Retry-After")
+        except (aiohttp.ClientError, TimeoutError) as exc:
+            self._retry_job(job, f"{type(exc).__name__}: {exc}")
+            return
+        if 300 <= status < 400:
+            self._retry_job(job, f"HTTP {status}: the Helper redirected to {location!r}; "
+                                 "redirects are not followed")
+            return
+        if location:
+            try:
+                job.helper_url = resolve_location(url, location)
+            except ForeignLocation as exc:
+                # Ignored: the job is then polled or continued at its own URL.
+                log.warning("aggregation job %s: %s", job.job_id.hex(), exc)
+        if 200 <= status < 300 and content:
+            def process() -> bool | None:
+                # The VDAF work outside the transaction, which then checks and commits.
+                with st.datastore.transaction() as tx:
+                    records = tx.get_report_aggregations(job.task_id, job.job_id)
+                prepared = core.prepare_job_response(task, job, records, content)
+                with st.datastore.transaction() as tx:
+                    # Compare-and-set on the lease token: a worker whose lease expired
+                    # (another process took the job) does not commit.
+                    fresh = tx.get_leased_aggregation_job(job.task_id, job.job_id,
+                                                          job.lease_token)
+                    if fresh is None or fresh.state != AggregationJobState.ACTIVE \
+                            or fresh.step != job.step \
+                            or fresh.request != job.request:
+                        return None  # a late answer to a step another worker processed
+                    fresh.helper_url = job.helper_url
+                    fresh.response = None
+                    fresh.lease_expiry = 0.0
+                    new_state = core.process_aggregation_job_response(
+                        tx, task, fresh, content, prepared=prepared)
+                    return new_state == AggregationJobState.ABANDONED
+
+            # The Leader's VDAF work on the answer (at most max_job_size reports) runs in
+            # a worker thread, not on the event loop.
+            abandoned = await st.offload(process)
+            if abandoned is None:
+                return
+            log.info("aggregation job %s (task %s) step %d: %s", job.job_id.hex(),
+                     job.task_id.hex()[:16], job.step, "abandoned" if abandoned else "done")
+            if abandoned:
+                await self._delete_helper_job(task, job)
+            self.wake_self()
+        elif 200 <= status < 300:
+            # Deferred by the Helper: poll the resource after Retry-After.
+            delay = _retry_after(retry_after, st.config.retry_after)
+            with st.datastore.transaction() as tx:
+                fresh = tx.get_leased_aggregation_job(job.task_id, job.job_id,
+                                                      job.lease_token)
+                if fresh is None or fresh.state != AggregationJobState.ACTIVE:
+                    return
+                fresh.helper_url = job.helper_url
+                fresh.response = b"poll" if job.helper_url else None
+                fresh.next_attempt_at = st.clock() + delay
+                fresh.lease_expiry = 0.0
+                tx.update_aggregation_job(fresh)
+        elif status in (401, 403, 404, 408, 429) or status >= 500:
+            # Transient, or a Helper not (yet) provisioned for the task: retry later.
+            self._retry_job(job, f"HTTP {status}: {_problem_text(content)}")
+        else:
+            with st.datastore.transaction() as tx:
+                fresh = tx.get_leased_aggregation_job(job.task_id, job.job_id,
+                                                      job.lease_token)
+                if fresh is not None and fresh.state == AggregationJobState.ACTIVE:
+                    core.abandon_aggregation_job(tx, task, fresh,
+                                                 f"Helper answered {status}: "
+                                                 f"{_problem_text(content)}")
+            await self._delete_helper_job(task, job)
+
+    def _retry_job(self, job: AggregationJobRecord, reason: str) -> None:
+        st = self.st
+        log.info("aggregation job %s: will retry (%s)", job.job_id.hex(), reason)
+        with st.datastore.transaction() as tx:
+            fresh = tx.get_leased_aggregation_job(job.task_id, job.job_id, job.lease_token)
+            if fresh is None or fresh.state != AggregationJobState.ACTIVE:
+                return
+            fresh.attempts += 1
+            fresh.error = reason
+            fresh.next_attempt_at = st.clock() + backoff(fresh.attempts)
+            fresh.lease_expiry = 0.0
+            tx.update_aggregation_job(fresh)
+
+    async def _delete_helper_job(self, task: Any, job: AggregationJobRecord) -> None:
+        """Tell the Helper it may clean up an abandoned job (best effort)."""
+        if self.session is None:
+            return
+        _, url = _request(task, "aggregation_job_delete", aggregation_job_id=job.job_id)
+        if job.helper_url:
+            url = job.helper_url.split("?")[0]
+        elif job.step == 0 and "aggregation_jobs" in task.profile.resources:
+            return  # DAP-18: the Helper never named the job
+        try:
+            async with self.session.delete(url, headers=_auth_headers(task),
+                                           allow_redirects=False):
+                pass
+        except (aiohttp.ClientError, TimeoutError):
+            pass
+
+    # collection jobs
+    async def drive_collections(self) -> bool:
+        st = self.st
+        with st.datastore.transaction() as tx:
+            jobs = tx.list_collection_jobs(_PENDING_COLLECTION, st.clock())
+        progressed = False
+        for job in jobs:
+            # One driver per collection job at a time (a lease: see _lease_collection).
+            key = bytes(job.task_id) + bytes(job.job_id)
+            with st.datastore.transaction() as tx:
+                if not tx.try_lease(COLLECTION, key, self.holder, st.clock(),
+                                    st.config.job_lease):
+                    continue
+            # Per job: an error is recorded on the job, which is retried with backoff and
+            # failed after max_item_attempts (at once if its task was deleted); the other
+            # collection jobs go on.
+            try:
+                progressed = await self._drive_collection(job) or progressed
+            except Exception as exc:  # noqa: BLE001 - isolate the job, record the error
+                self._collection_failed(job, exc)
+            finally:
+                with st.datastore.transaction() as tx:
+                    tx.release_lease(COLLECTION, key, self.holder)
+        return progressed
+
+    def _lease_collection(self, tx: Any, job: CollectionJobRecord) -> bool:
+        """Whether this process still holds the job's lease (renewed): the compare of a
+        compare-and-set before the job's state changes."""
+        return bool(tx.try_lease(COLLECTION, bytes(job.task_id) + bytes(job.job_id),
+                                 self.holder, self.st.clock(), self.st.config.job_lease))
+
+    def _collection_failed(self, job: CollectionJobRecord, exc: BaseException) -> None:
+        st = self.st
+        log.warning("collection job %s failed: %s", job.job_id.hex(), describe(exc))
+        with st.datastore.transaction() as tx:
+            fresh = tx.get_collection_job(job.task_id, job.job_id)
+            if fresh is None or fresh.state not in _PENDING_COLLECTION:
+                return
+            if task_gone(exc):
+                core.fail_collection(tx, fresh, "unrecognizedTask", "the task was deleted")
+                return
+            fresh.attempts += 1
+            if fresh.attempts >= st.config.max_item_attempts:
+                try:
+                    task = st.task(job.task_id, Role.LEADER)
+                except Exception:  # noqa: BLE001 - the task cannot be loaded either
+                    core.fail_collection(tx, fresh, "invalidMessage", describe(exc))
+                    return
+                # Nothing was released: unfreeze the batch as for a refusal.
+                try:
+                    core.release_refused_collection(tx, task, fresh, "invalidMessage",
+                                                    f"internal error: {describe(exc)}")
+                except Exception:  # noqa: BLE001 - it decodes the request first
+                    core.fail_collection(tx, fresh, "invalidMessage", describe(exc))
+                return
+            fresh.error_detail = f"attempt {fresh.attempts} failed: {describe(exc)}"
+            fresh.next_attempt_at = st.clock() + backoff(fresh.attempts)
+            tx.update_collection_job(fresh)
+
+    async def _drive_collection(self, job: CollectionJobRecord) -> bool:
+        st = self.st
+        task = st.task(job.task_id, Role.LEADER)
+        with st.datastore.transaction() as tx:
+            fresh = tx.get_collection_job(job.task_id, job.job_id)
+            if fresh is None or fresh.state not in _PENDING_COLLECTION \
+                    or not self._lease_collection(tx, fresh):
+                return False
+            share_request = core.prepare_collection(tx, task, fresh, st.clock(),
+                                                    st.config.collection_give_up_after)
+            if share_request is None:
+                if fresh.state in _PENDING_COLLECTION:
+                    fresh.next_attempt_at = st.clock() + st.config.worker_interval * 4
+                    tx.update_collection_job(fresh)
+                return False
+        assert self.session is not None
+        headers = _auth_headers(task)
+        location = self.share_locations.get(job.job_id)
+        if location:
+            method, url, body = "GET", location, None
+        else:
+            method, url = _request(task, "aggregate_share_create")
+            body = share_request.body
+            headers["Content-Type"] = task.profile.media_type_for("AggregateShareReq")
+        try:
+            async with self.session.request(method, url, data=body, headers=headers,
+                                            allow_redirects=False) as resp:
+                content = await read_response(resp, self.response_limit)
+                status = resp.status
+                loc = resp.headers.get("Location")
+                retry_after = resp.headers.get("Retry-After")
+        except (aiohttp.ClientError, TimeoutError) as exc:
+            self._retry_collection(job, f"{type(exc).__name__}: {exc}")
+            return False
+        if 300 <= status < 400:
+            self._retry_collection(job, f"HTTP {status}: the Helper redirected to {loc!r}; "
+                                        "redirects are not followed")
+            return False
+        if loc:
+            try:
+                self.share_locations[job.job_id] = resolve_location(url, loc)
+            except ForeignLocation as exc:
+                log.warning("collection job %s: %s", job.job_id.hex(), exc)
+        if 200 <= status < 300 and content:
+            with st.datastore.transaction() as tx:
+                fresh = tx.get_collection_job(job.task_id, job.job_id)
+                if fresh is not None and fresh.state == CollectionJobState.COLLECTING \
+                        and self._lease_collection(tx, fresh):
+                    core.finish_collection(tx, task, fresh, share_request, content,
+                                           rng=st.rng)
+                    log.info("collection job %s (task %s): finished", job.job_id.hex(),
+                             job.task_id.hex()[:16])
+            self.share_locations.pop(job.job_id, None)
+            return True
+        if 200 <= status < 300:
+            delay = _retry_after(retry_after, st.config.retry_after)
+            with st.datastore.transaction() as tx:
+                fresh = tx.get_collection_job(job.task_id, job.job_id)
+                if fresh is not None:
+                    fresh.next_attempt_at = st.clock() + delay
+                    tx.update_collection_job(fresh)
+            return False
+        if status in (401, 403, 408, 429) or status >= 500:
+            self._retry_collection(job, f"HTTP {status}: {_problem_text(content)}")
+            return False
+        token, detail = _problem_token(content, status, task.profile)
+        with st.datastore.transaction() as tx:
+            fresh = tx.get_collection_job(job.task_id, job.job_id)
+            if fresh is not None and fresh.state in _PENDING_COLLECTION:
+                core.release_refused_collection(tx, task, fresh, token, f"Helper: {detail}")
+                log.info("collection job %s (task %s): refused by the Helper: %s %s",
+                         job.job_id.hex(), job.task_id.hex()[:16], token, detail)
+        return True
+
+    def _retry_collection(self, job: CollectionJobRecord, reason: str) -> None:
+        st = self.st
+        log.info("collection job %s: will retry (%s)", job.job_id.hex(), reason)
+        with st.datastore.transaction() as tx:
+            fresh = tx.get_collection_job(job.task_id, job.job_id)
+            if fresh is None:
+                return
+            fresh.attempts += 1
+            fresh.next_attempt_at = st.clock() + backoff(fresh.attempts)
+            tx.update_collection_job(fresh)
+
+
+def _auth_headers(task: Any) -> dict[str, str]:
+    """The Leader's credential towards the Helper, in the task's profile's header, and
+    for a taskprov task its advertisement: "The Leader MUST advertise the task to the
+    Helper in every request incident to the task" (draft-ietf-ppm-dap-taskprov, Sections
+    3.7.2 and 3.7.3)."""
+    token = task.record.aggregator_auth_token
+    if task.options.auth_header is not None:
+        name, value = auth_header_for(task.options.auth_header, token)
+    else:
+        name, value = task.profile.auth_header_for(token)
+    return {name: value, **advertisement_headers(task.task)}
+
+
+def _request(task: Any, operation: str, **ids: bytes) -> tuple[str, str]:
+    """(method, URL) of a request to the Helper, from the task's profile."""
+    method, resource = task.profile.request(operation)
+    template = task.profile.resources[resource]
+    ids = {k: v for k, v in ids.items() if "{" + k.replace("_", "-") + "}" in template}
+    return method, task.profile.resource_url(resource, task.task.helper_aggregator_endpoint,
+                                             task_id=task.task_id, **ids)
+
+
+def _retry_after(value: str | None, default: int) -> float:
+    try:
+        return max(0.0, float(value)) if value is not None else float(default)
+    except ValueError:
+        return float(default)
+
+
+def _problem_token(content: bytes, status: int, profile: Any) -> tuple[str, str]:
+    try:
+        doc = ProblemDocument.from_json(content)
+    except ProblemDocumentError:
+        return "invalidMessage", f"HTTP {status}"
+    token = doc.dap_problem(profile)
+    return (str(token) if token else "invalidMessage"), (doc.detail or doc.title or doc.type)
+
+
+def _problem_text(content: bytes) -> str:
+    try:
+        doc = ProblemDocument.from_json(content)
+        return f"{doc.type} {doc.detail or ''}".strip()
+    except ProblemDocumentError:
+        return content[:200].decode(errors="replace")
