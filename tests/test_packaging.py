@@ -22,6 +22,10 @@ from pathlib import Path
 
 import pytest
 
+# One worker builds the distributions (python -m build writes build/ and *.egg-info in
+# the source tree: two builds at once would race).
+pytestmark = pytest.mark.xdist_group("packaging")
+
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("ppm_reference",)
 

@@ -214,6 +214,10 @@ class LeaderWorker:
         # the worker is woken (an upload, dap.server.scheduling). Real time, not the
         # injectable clock: a test's frozen clock must not freeze job creation.
         self.create_not_before: dict[bytes, float] = {}
+        # ... and before this time of the injectable clock: the skip ends when either
+        # has passed (they move together in production; a test's clock that jumps ahead
+        # must end it too, or a fast simulated run never sees its stragglers' jobs made).
+        self.create_clock_not_before: dict[bytes, float] = {}
         # This worker's name in the leases it takes (the process's; a test running two
         # workers in one process gives each its own).
         self.holder = HOLDER
@@ -258,6 +262,7 @@ class LeaderWorker:
                         if await sleep_until_work(wake, self.st.clock(), due,
                                                   cfg.work_poll_interval, cfg.worker_interval):
                             self.create_not_before.clear()  # woken: new work may be there
+                            self.create_clock_not_before.clear()
                     else:
                         await asyncio.sleep(0)
             finally:
@@ -295,7 +300,8 @@ class LeaderWorker:
             work = failing.get(tid)
             if work is not None and work.next_attempt_at > now:
                 continue  # backing off after an error (recorded in task_work)
-            if self.create_not_before.get(tid, 0.0) > mono:
+            if (self.create_not_before.get(tid, 0.0) > mono
+                    and self.create_clock_not_before.get(tid, 0.0) > now):
                 continue  # made no job a moment ago (see below)
             # Per task: one task that cannot be loaded or whose reports make the core
             # raise (a bad option, a VDAF too large for memory) is recorded and retried
@@ -343,8 +349,10 @@ class LeaderWorker:
                     # Nothing made (too few reports yet, reports held back, or another
                     # process at work on it): look again after a poll interval, or once
                     # the stragglers are old enough.
-                    self.create_not_before[tid] = time.monotonic() + max(
-                        cfg.worker_interval, min(cfg.work_poll_interval, cfg.straggler_age))
+                    pause = max(cfg.worker_interval,
+                                min(cfg.work_poll_interval, cfg.straggler_age))
+                    self.create_not_before[tid] = time.monotonic() + pause
+                    self.create_clock_not_before[tid] = st.clock() + pause
             except Exception as exc:  # noqa: BLE001 - isolate the task, record the error
                 self._task_failed(tid, work, exc)
         return created > 0
