@@ -71,7 +71,13 @@ def test_heatmap_over_leader_and_helper_processes(servers: dict[str, Any],  # no
     # takes the remainder).
     assert result["epsilon_spent_exact"] == "1"
     rounds = result["rounds"]
-    assert len(rounds) >= 3 and rounds[0]["leaves"] == 1 and rounds[1]["leaves"] == 4
+    # The tree grows from the root. Not necessarily in round 1: round 0's epsilon is tiny
+    # (about 0.012, discrete Laplace noise of scale about 85 on a count of 400), so the
+    # root stays unsplit after it with probability about 0.1 (seen: 1 run in 7); the later
+    # rounds' epsilons (up to about 0.5) make a root that never splits a < 1e-6 event.
+    assert len(rounds) >= 3 and rounds[0]["leaves"] == 1
+    assert rounds[1]["leaves"] in (1, 4)
+    assert max(r["leaves"] for r in rounds) >= 4
     assert all(r["users"] == 400 and r["shards"] == 1 for r in rounds)
     assert result["communication"] == sum(r["leaves"] for r in rounds)
     # The stated accuracy: MSE at most 1.6e-5 (a uniform map has 1.85e-5).
