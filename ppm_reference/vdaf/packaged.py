@@ -30,9 +30,3 @@ def vdaf_vectors_dir(version: int) -> Path | None:
         return None
     folder = root / f"vdaf-{version:02d}"
     return folder if folder.is_dir() else None
-
-
-def dap_vectors_dirs() -> list[Path]:
-    """The packaged DAP vector folders (``dap-09``, ``dap-18``, ``dap-19``), sorted."""
-    root = vectors_root()
-    return sorted(p for p in root.glob("dap-*") if p.is_dir()) if root else []

@@ -70,19 +70,19 @@ def _generate(args: argparse.Namespace) -> int:
 
 
 def _check(args: argparse.Namespace) -> int:
+    from ppm_reference.dap.profiles import PROFILES
     from ppm_reference.dap.vectors import CheckReport, check
 
     if args.directory is None:
-        from ppm_reference.vdaf.packaged import dap_vectors_dirs
+        # The vectors shipped with the package: each profile's folder (Profile.vector_dir).
+        from ppm_reference.vdaf.packaged import vectors_root
 
-        dirs = dap_vectors_dirs()
+        root = vectors_root()
+        dirs = sorted({root / p.vector_dir for p in PROFILES.values() if p.vector_dir
+                       and (root / p.vector_dir).is_dir()}) if root else []
         if not dirs:
-            message = "no DAP test vectors shipped with this package; give a directory"
-            if args.json:
-                print(json.dumps({"ok": False, "files": 0, "checks": 0, "errors": [message]}))
-            else:
-                print(message, file=sys.stderr)
-            return 1
+            return _refuse("no DAP test vectors shipped with this package; give a directory",
+                           args.json)
         report = CheckReport()
         for folder in dirs:
             part = check(folder)
@@ -91,13 +91,16 @@ def _check(args: argparse.Namespace) -> int:
             report.errors += [f"{folder.name}/{e}" for e in part.errors]
         return _print_report(report, args.json)
     if not args.directory.is_dir():
-        message = f"not a directory: {args.directory}"
-        if args.json:
-            print(json.dumps({"ok": False, "files": 0, "checks": 0, "errors": [message]}))
-        else:
-            print(f"ppm dap vectors check: error: {message}", file=sys.stderr)
-        return 1
+        return _refuse(f"not a directory: {args.directory}", args.json)
     return _print_report(check(args.directory), args.json)
+
+
+def _refuse(message: str, as_json: bool) -> int:
+    if as_json:
+        print(json.dumps({"ok": False, "files": 0, "checks": 0, "errors": [message]}))
+    else:
+        print(message, file=sys.stderr)
+    return 1
 
 
 def _print_report(report: Any, as_json: bool) -> int:

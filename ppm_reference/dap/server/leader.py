@@ -210,14 +210,12 @@ class LeaderWorker:
         self.in_flight: set[asyncio.Task[None]] = set()
         self.retention = RetentionTimer(st)
         # Tasks whose new reports made no job (fewer than min_job_size, or held back by
-        # a collection job): not looked at again before this time.monotonic(), unless
-        # the worker is woken (an upload, dap.server.scheduling). Real time, not the
-        # injectable clock: a test's frozen clock must not freeze job creation.
-        self.create_not_before: dict[bytes, float] = {}
-        # ... and before this time of the injectable clock: the skip ends when either
-        # has passed (they move together in production; a test's clock that jumps ahead
-        # must end it too, or a fast simulated run never sees its stragglers' jobs made).
-        self.create_clock_not_before: dict[bytes, float] = {}
+        # a collection job): not looked at again while both deadlines (time.monotonic(),
+        # the injectable clock) are ahead, unless the worker is woken (an upload,
+        # dap.server.scheduling). The pause ends when either has passed: they move
+        # together in production; a test's frozen clock must not freeze job creation, and
+        # a simulated clock that jumps ahead must end it too.
+        self.create_not_before: dict[bytes, tuple[float, float]] = {}
         # This worker's name in the leases it takes (the process's; a test running two
         # workers in one process gives each its own).
         self.holder = HOLDER
@@ -251,7 +249,8 @@ class LeaderWorker:
                         # Due-time scheduling (dap.server.scheduling): sleep until the
                         # earliest stored due time, a wake-up, or the poll for work other
                         # processes stored; never for every task.
-                        retry = min(self.create_not_before.values(), default=None)
+                        retry = min((m for m, _ in self.create_not_before.values()),
+                                    default=None)
                         try:
                             due = next_due(self.st.datastore, "leader", self.retention.next_at,
                                            None if retry is None else self.st.clock()
@@ -262,7 +261,6 @@ class LeaderWorker:
                         if await sleep_until_work(wake, self.st.clock(), due,
                                                   cfg.work_poll_interval, cfg.worker_interval):
                             self.create_not_before.clear()  # woken: new work may be there
-                            self.create_clock_not_before.clear()
                     else:
                         await asyncio.sleep(0)
             finally:
@@ -293,15 +291,14 @@ class LeaderWorker:
             task_ids = sorted(set(task_ids))
             failing = {tid: w for tid in task_ids if (w := tx.get_task_work(tid)) is not None}
         mono = time.monotonic()
-        self.create_not_before = {t: at for t, at in self.create_not_before.items()
-                                  if at > mono}
+        self.create_not_before = {t: (m, c) for t, (m, c) in self.create_not_before.items()
+                                  if m > mono and c > now}
         created = 0
         for tid in task_ids:
             work = failing.get(tid)
             if work is not None and work.next_attempt_at > now:
                 continue  # backing off after an error (recorded in task_work)
-            if (self.create_not_before.get(tid, 0.0) > mono
-                    and self.create_clock_not_before.get(tid, 0.0) > now):
+            if tid in self.create_not_before:
                 continue  # made no job a moment ago (see below)
             # Per task: one task that cannot be loaded or whose reports make the core
             # raise (a bad option, a VDAF too large for memory) is recorded and retried
@@ -351,8 +348,8 @@ class LeaderWorker:
                     # the stragglers are old enough.
                     pause = max(cfg.worker_interval,
                                 min(cfg.work_poll_interval, cfg.straggler_age))
-                    self.create_not_before[tid] = time.monotonic() + pause
-                    self.create_clock_not_before[tid] = st.clock() + pause
+                    self.create_not_before[tid] = (time.monotonic() + pause,
+                                                   st.clock() + pause)
             except Exception as exc:  # noqa: BLE001 - isolate the task, record the error
                 self._task_failed(tid, work, exc)
         return created > 0

@@ -89,6 +89,7 @@ from ppm_reference.dap.storage import (
     TaskWorkRecord,
     redact_url,
 )
+from ppm_reference.dap.storage.counters import task_counters
 from ppm_reference.dap.storage.secrets import KEY_ENV, DatastoreKeyError, SecretBox, is_sealed
 from ppm_reference.dap.storage.secrets import key_from_env as secrets_key_from_env
 from ppm_reference.dap.storage.sqlite import (
@@ -838,31 +839,10 @@ class PostgresTransaction:
                        _vals(record))
 
     def task_counters(self, task_id: bytes | None = None) -> dict[str, Any]:
-        """Counts of a task's state (every task with None), read-only: as on SQLite
-        (`SqliteTransaction.task_counters`, used by dap.server.status and /metrics)."""
-        where, args = ("WHERE task_id=%s", (bytes(task_id),)) if task_id is not None \
-            else ("", ())
-        reports = [tuple(r) for r in self.c.execute(
-            f"SELECT state, error, COUNT(*) FROM client_reports {where} "  # noqa: S608
-            "GROUP BY state, error", args).fetchall()]
-        agg_jobs = [tuple(r) for r in self.c.execute(
-            f"SELECT role, state, COUNT(*) FROM aggregation_jobs {where} "  # noqa: S608
-            "GROUP BY role, state", args).fetchall()]
-        coll_jobs = [tuple(r) for r in self.c.execute(
-            f"SELECT state, COUNT(*) FROM collection_jobs {where} "  # noqa: S608
-            "GROUP BY state", args).fetchall()]
-        b_where = "WHERE b.task_id=%s" if task_id is not None else ""
-        buckets = [(bytes(r[0]), int(r[1]), bool(r[2])) for r in self.c.execute(
-            "SELECT b.bucket, MAX(b.report_count), EXISTS (SELECT 1 FROM collected_buckets "
-            "c WHERE c.task_id=b.task_id AND c.bucket=b.bucket) FROM batch_buckets b "
-            f"{b_where} GROUP BY b.task_id, b.bucket", args).fetchall()]  # noqa: S608
-        a_where = "AND task_id=%s" if task_id is not None else ""
-        row = self.c.execute(
-            "SELECT error FROM aggregation_jobs WHERE state='active' AND error IS NOT NULL "
-            f"{a_where} ORDER BY next_attempt_at DESC LIMIT 1", args).fetchone()  # noqa: S608
-        return {"reports": reports, "aggregation_jobs": agg_jobs,
-                "collection_jobs": coll_jobs, "buckets": buckets,
-                "aggregation_retrying": None if row is None else str(row[0])}
+        """The task's counters (dap.storage.counters), read-only. An optional capability
+        of a datastore (`dap.server.status` says when one lacks it)."""
+        return task_counters(lambda sql, args: self.c.execute(sql, args).fetchall(),
+                             "%s", task_id)
 
     def delete_task_work(self, task_id: bytes) -> None:
         self.c.execute("DELETE FROM task_work WHERE task_id=%s", (bytes(task_id),))
