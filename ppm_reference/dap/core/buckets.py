@@ -50,6 +50,26 @@ class CommitMemo:
         self._horizon: tuple[int | None] | None = None
         self._collected_times: dict[int, bool] = {}
         self._collected_buckets: dict[bytes, bool] = {}
+        self._checked: set[bytes] = set()       # report IDs whose replay state was read
+        self._aggregated: set[bytes] = set()    # ... and of those, the aggregated ones
+
+    def prefetch_aggregated(self, tx: Transaction, task: AggregatorTask,
+                            report_ids: Sequence[bytes]) -> None:
+        """Read whether each of `report_ids` is aggregated, in one query (the checks of a
+        job's reports then make no round trip each)."""
+        ids = [bytes(r) for r in report_ids if bytes(r) not in self._checked]
+        if ids:
+            self._aggregated |= tx.aggregated_among(task.task_id, ids)
+            self._checked.update(ids)
+
+    def report_aggregated(self, tx: Transaction, task: AggregatorTask,
+                          report_id: bytes) -> bool:
+        """`is_report_aggregated`, from the prefetch when it covered `report_id` (the
+        transaction has not marked it since: `commit_output_shares` checks first)."""
+        rid = bytes(report_id)
+        if rid in self._checked:
+            return rid in self._aggregated
+        return tx.is_report_aggregated(task.task_id, rid)
 
     def horizon(self, tx: Transaction, task: AggregatorTask) -> int | None:
         if self._horizon is None:
@@ -91,7 +111,7 @@ def commit_error(tx: Transaction, task: AggregatorTask, report_id: bytes, report
             return ReportError.BATCH_COLLECTED
     elif memo.bucket_collected(tx, task, bucket):
         return ReportError.BATCH_COLLECTED
-    if tx.is_report_aggregated(task.task_id, report_id):
+    if memo.report_aggregated(tx, task, report_id):
         return ReportError.REPORT_REPLAYED
     return None
 
@@ -116,18 +136,36 @@ def commit_output_shares(tx: Transaction, task: AggregatorTask, agg_param: bytes
     vdaf = task.vdaf
     decoded_param = vdaf.decode_agg_param(agg_param)
     failed: dict[bytes, ReportError] = {}
-    by_bucket: dict[bytes, list[OutputShare]] = {}
     per_param = agg_params.uses_agg_param(task)
+    if not per_param:
+        memo.prefetch_aggregated(tx, task, [s.report_id for s in shares])
+    passed: list[OutputShare] = []
     for share in shares:
         err = commit_error(tx, task, share.report_id, share.time, share.bucket, agg_param,
                            memo)
-        if err is None and not (
-                agg_params.record_aggregated(tx, task, share.report_id, agg_param) if per_param
-                else tx.mark_report_aggregated(task.task_id, share.report_id, share.time)):
+        if err is None and per_param and not agg_params.record_aggregated(
+                tx, task, share.report_id, agg_param):
             err = ReportError.REPORT_REPLAYED
         if err is not None:
             failed[bytes(share.report_id)] = err
-            continue
+        else:
+            passed.append(share)
+    if not per_param:
+        # Marked in one statement; a report ID twice in `shares` is committed once (the
+        # first), the other is replayed, as with one statement per report.
+        marked = tx.mark_reports_aggregated(task.task_id,
+                                            [(s.report_id, s.time) for s in passed])
+        first = []
+        for share in passed:
+            rid = bytes(share.report_id)
+            if rid in marked:
+                marked.discard(rid)
+                first.append(share)
+            else:
+                failed[rid] = ReportError.REPORT_REPLAYED
+        passed = first
+    by_bucket: dict[bytes, list[OutputShare]] = {}
+    for share in passed:
         by_bucket.setdefault(share.bucket, []).append(share)
     for bucket, items in by_bucket.items():
         record = tx.get_bucket(task.task_id, bucket, agg_param) or BatchBucketRecord(

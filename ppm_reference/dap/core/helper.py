@@ -289,6 +289,8 @@ def process_aggregation_job(tx: Transaction, task: AggregatorTask, job: Aggregat
     to_commit: list[tuple[int, OutputShare]] = []
     outbound: dict[int, bytes] = {}
     memo = CommitMemo()
+    if not agg_params.uses_agg_param(task):
+        memo.prefetch_aggregated(tx, task, [item.report_id for item in req.items])
     for ord_, item in enumerate(req.items):
         rid = item.report_id
         rec = ReportAggregationRecord(task.task_id, job.job_id, ord_, rid, item.time,
@@ -420,6 +422,7 @@ def continue_aggregation_job(tx: Transaction, task: AggregatorTask, job_id: byte
     ctx = task.task.vdaf_ctx()
     responses: list[Resp] = []
     to_commit: list[tuple[ReportAggregationRecord, OutputShare, bytes | None]] = []
+    changed: dict[int, ReportAggregationRecord] = {}
     for rid, payload in continues:
         rec = active.pop(rid)
         # Each exchange moves the ping-pong two rounds (VDAF Section 5.7.1): the Helper's
@@ -442,11 +445,11 @@ def continue_aggregation_job(tx: Transaction, task: AggregatorTask, job_id: byte
             to_commit.append((rec, OutputShare(rec.report_id, rec.time, bucket,
                                                state.out_share, rec.min_batch_bound), out))
             responses.append(Resp(rec.report_id, VerifyRespType.FINISH))  # replaced below
-        tx.update_report_aggregation(rec)
+        changed[rec.ord] = rec
     for rec in active.values():  # omitted by the Leader: it rejected them
         rec.state, rec.error = ReportAggregationState.REJECTED, int(ReportError.VDAF_VERIFY_ERROR)
         rec.verify_state = None
-        tx.update_report_aggregation(rec)
+        changed[rec.ord] = rec
     failed = commit_output_shares(tx, task, job.agg_param, [s for _, s, _ in to_commit])
     by_id = {r.report_id: i for i, r in enumerate(responses)}
     for rec, _share, out in to_commit:
@@ -460,7 +463,7 @@ def continue_aggregation_job(tx: Transaction, task: AggregatorTask, job_id: byte
                                                     out) if out is not None
                                                else Resp(rec.report_id, VerifyRespType.FINISH))
         rec.verify_state = None  # final: no longer needed
-        tx.update_report_aggregation(rec)
+    tx.update_report_aggregations(list(changed.values()))
     job.step = step
     job.last_continue_hash = digest(body)
     job.response = task.wire.encode_job_resp(responses)

@@ -109,41 +109,65 @@ def store_reports(tx: Transaction, task: AggregatorTask, keyring: Keyring,
                   ) -> list[tuple[bytes, ReportError]]:
     """Store decoded reports (see `upload`); a server may call it once per bounded chunk
     of an upload, each in its own transaction."""
-    tid = task.task_id
-    w = task.wire
-    statuses = []
-    horizon = tx.get_eviction_horizon(tid)
-    memo = CommitMemo()
-    for report in reports:
-        md = report.report_metadata
-        rid = bytes(md.report_id)
-        t = w.report_time(task, md)
-        error: ReportError | None = None
-        window = w.time_error(task, md, now, clock_skew)
-        public_error = extensions_error(task, md, [])
-        if public_error is not None:
-            # DAP-19 (#789): a per-report error only (DAP-18 aborted above for an
-            # unrecognized one; a malformed recognized one is this report's error).
-            error = public_error
-        elif keyring.get(report.leader_encrypted_input_share.config_id) is None:
-            error = ReportError.OUTDATED_CONFIG
-        elif window == ReportError.REPORT_TOO_EARLY:
-            error = window
-        elif window is not None:
-            error = ReportError.REPORT_DROPPED
-        elif horizon is not None and t < horizon:
-            # Its replay state may be evicted (DAP-18 Section 4.5.3.4, last check).
-            error = ReportError.REPORT_DROPPED
-        elif task.batch_mode == BatchMode.TIME_INTERVAL and memo.time_collected(tx, task, t):
-            # The draft says the Leader MUST discard such a report and MAY report it as
-            # report_replayed; batch_collected is the more precise ReportError.
-            error = ReportError.BATCH_COLLECTED
-        elif not tx.put_client_report(ClientReportRecord(tid, rid, t, w.encode_report(report),
-                                                         created_at=now)):
-            error = ReportError.REPORT_REPLAYED
-        if error is not None:
-            statuses.append((rid, error))
-    return statuses
+    return store_uploads(tx, [(task, keyring, reports)], now, clock_skew)[0]
+
+
+def store_uploads(tx: Transaction,
+                  uploads: Sequence[tuple[AggregatorTask, Keyring, Sequence[Any]]],
+                  now: float, clock_skew: int) -> list[list[tuple[bytes, ReportError]]]:
+    """Store the decoded reports of several uploads in one transaction (a group commit,
+    `dap.server.upload`): each upload's refused reports with their error, in report
+    order, exactly as if the uploads were stored one after the other. The reports that
+    pass the checks are inserted in one `put_client_reports` (a report ID already
+    stored, or earlier in the group, is `report_replayed`)."""
+    memos: dict[bytes, tuple[CommitMemo, int | None]] = {}
+    statuses: list[list[tuple[int, bytes, ReportError]]] = [[] for _ in uploads]
+    candidates: list[tuple[int, int, ClientReportRecord]] = []
+    for i, (task, keyring, reports) in enumerate(uploads):
+        tid = bytes(task.task_id)
+        if tid not in memos:
+            memos[tid] = (CommitMemo(), tx.get_eviction_horizon(tid))
+        memo, horizon = memos[tid]
+        w = task.wire
+        for pos, report in enumerate(reports):
+            md = report.report_metadata
+            rid = bytes(md.report_id)
+            t = w.report_time(task, md)
+            error: ReportError | None = None
+            window = w.time_error(task, md, now, clock_skew)
+            public_error = extensions_error(task, md, [])
+            if public_error is not None:
+                # DAP-19 (#789): a per-report error only (DAP-18 aborted above for an
+                # unrecognized one; a malformed recognized one is this report's error).
+                error = public_error
+            elif keyring.get(report.leader_encrypted_input_share.config_id) is None:
+                error = ReportError.OUTDATED_CONFIG
+            elif window == ReportError.REPORT_TOO_EARLY:
+                error = window
+            elif window is not None:
+                error = ReportError.REPORT_DROPPED
+            elif horizon is not None and t < horizon:
+                # Its replay state may be evicted (DAP-18 Section 4.5.3.4, last check).
+                error = ReportError.REPORT_DROPPED
+            elif task.batch_mode == BatchMode.TIME_INTERVAL and \
+                    memo.time_collected(tx, task, t):
+                # The draft says the Leader MUST discard such a report and MAY report it
+                # as report_replayed; batch_collected is the more precise ReportError.
+                error = ReportError.BATCH_COLLECTED
+            else:
+                candidates.append((i, pos, ClientReportRecord(
+                    tid, rid, t, w.encode_report(report), created_at=now)))
+            if error is not None:
+                statuses[i].append((pos, rid, error))
+    stored = tx.put_client_reports([rec for _, _, rec in candidates])
+    for i, pos, rec in candidates:
+        key = (bytes(rec.task_id), bytes(rec.report_id))
+        if key in stored:
+            stored.discard(key)     # a second one of the same ID is a replay
+        else:
+            statuses[i].append((pos, bytes(rec.report_id), ReportError.REPORT_REPLAYED))
+    return [[(rid, err) for _, rid, err in sorted(st, key=lambda s: s[0])]
+            for st in statuses]
 
 
 # -- aggregation job creation (Section 4.5.2.1) ---------------------------------------------
@@ -246,6 +270,8 @@ def create_aggregation_jobs(tx: Transaction, task: AggregatorTask, keyring: Keyr
     ready: list[tuple[ClientReportRecord, Any, Continued]] = []
     bounds: dict[bytes, int] = {}
     memo = CommitMemo()
+    memo.prefetch_aggregated(tx, task, [r.report_id for r in reports])
+    failures: dict[int, list[bytes]] = {}
     for rec in reports:
         pre = outcomes.get(bytes(rec.report_id))
         report = pre[0] if pre is not None else task.wire.decode_report(rec.report)
@@ -253,11 +279,13 @@ def create_aggregation_jobs(tx: Transaction, task: AggregatorTask, keyring: Keyr
                                    clock_skew, prepared=pre[1] if pre is not None else None,
                                    memo=memo)
         if isinstance(outcome, ReportError):
-            tx.set_report_states(tid, [rec.report_id], ReportState.FAILED, error=int(outcome))
-            tx.drop_report_encodings(tid, [rec.report_id])
+            failures.setdefault(int(outcome), []).append(rec.report_id)
         else:
             state, bounds[bytes(rec.report_id)] = outcome
             ready.append((rec, report, state))
+    for error, ids in failures.items():
+        tx.set_report_states(tid, ids, ReportState.FAILED, error=error)
+        tx.drop_report_encodings(tid, ids)
     jobs = []
     for batch_id, chunk in _group(tx, task, ready, sizes.max_job_size, now, rng):
         jobs.append(_store_job(tx, task, batch_id, chunk, now, rng, key_id, bounds))
@@ -285,7 +313,7 @@ def _leader_init_one(tx: Transaction, task: AggregatorTask, keyring: Keyring,
         replayed = agg_params.replay_error(tx, task, rid, t, agg_param)
         if replayed is not None:
             return replayed
-    elif tx.is_report_aggregated(task.task_id, rid):
+    elif memo.report_aggregated(tx, task, rid):
         return ReportError.REPORT_REPLAYED
     elif task.batch_mode == BatchMode.TIME_INTERVAL and memo.time_collected(tx, task, t):
         return ReportError.BATCH_COLLECTED
@@ -567,7 +595,7 @@ def process_aggregation_job_response(tx: Transaction, task: AggregatorTask,
     for rec in records:
         if rec.state in (ReportAggregationState.FINISHED, ReportAggregationState.REJECTED):
             rec.verify_state = None  # no longer needed (a Histogram's is L field elements)
-        tx.update_report_aggregation(rec)
+    tx.update_report_aggregations(records)
     done = [r.report_id for r in records if r.state == ReportAggregationState.FINISHED]
     tx.set_report_states(tid, done, ReportState.AGGREGATED, job.job_id)
     if not agg_params.uses_agg_param(task):
@@ -584,10 +612,13 @@ def process_aggregation_job_response(tx: Transaction, task: AggregatorTask,
         key_id = task.wire.decode_init_req(task, job.request).verification_key_id
         task.record_helper_unknown_key(tx, key_id)
         tx.set_report_states(tid, retry, ReportState.NEW)
+    rejected: dict[int | None, list[bytes]] = {}
     for rec in records:
         if rec.state == ReportAggregationState.REJECTED and rec.report_id not in retry:
-            tx.set_report_states(tid, [rec.report_id], ReportState.FAILED, job.job_id, rec.error)
-            tx.drop_report_encodings(tid, [rec.report_id])
+            rejected.setdefault(rec.error, []).append(rec.report_id)
+    for error, ids in rejected.items():
+        tx.set_report_states(tid, ids, ReportState.FAILED, job.job_id, error)
+        tx.drop_report_encodings(tid, ids)
     if continues:
         job.step += 1
         job.request = task.wire.encode_continue_req(job.step, continues)

@@ -118,11 +118,10 @@ def store_group(st: Any, group: list[_Upload]) -> None:
     if not ready:
         return
     try:
-        outcomes = []
         with st.datastore.transaction() as tx:
-            for item in ready:
-                outcomes.append(core.store_reports(tx, item.task, item.keyring, item.reports,
-                                                   now, st.config.clock_skew))
+            outcomes = core.store_uploads(
+                tx, [(item.task, item.keyring, item.reports) for item in ready], now,
+                st.config.clock_skew)
         # Committed (durable): now the outcomes count.
         for item, outcome in zip(ready, outcomes, strict=True):
             item.outcome = outcome

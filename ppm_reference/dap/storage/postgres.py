@@ -388,6 +388,26 @@ class PostgresTransaction:
              report.created_at))
         return cur.rowcount == 1
 
+    def put_client_reports(self, reports: Sequence[ClientReportRecord]
+                           ) -> set[tuple[bytes, bytes]]:
+        """One statement for all of them (a round trip each would hold the exclusive
+        transaction lock that long)."""
+        if not reports:
+            return set()
+        now = time.time()
+        for r in reports:
+            if not r.created_at:
+                r.created_at = now
+        rows = self.c.execute(
+            "INSERT INTO client_reports SELECT * FROM unnest(%s::bytea[], %s::bytea[], "
+            "%s::bigint[], %s::bytea[], %s::text[], %s::bytea[], %s::integer[], "
+            "%s::double precision[]) ON CONFLICT DO NOTHING RETURNING task_id, report_id",
+            ([bytes(r.task_id) for r in reports], [bytes(r.report_id) for r in reports],
+             [r.time for r in reports], [bytes(r.report) for r in reports],
+             [str(r.state) for r in reports], [_b(r.aggregation_job_id) for r in reports],
+             [r.error for r in reports], [r.created_at for r in reports])).fetchall()
+        return {(bytes(t), bytes(i)) for t, i in rows}
+
     def get_client_reports(self, task_id: bytes, report_ids: list[bytes]
                            ) -> list[ClientReportRecord]:
         if not report_ids:
@@ -544,6 +564,19 @@ class PostgresTransaction:
                        (str(record.state), _b(record.verify_state), record.error,
                         bytes(record.task_id), bytes(record.job_id), record.ord))
 
+    def update_report_aggregations(self, records: Sequence[ReportAggregationRecord]
+                                   ) -> None:
+        if not records:
+            return
+        self.c.execute(
+            "UPDATE report_aggregations AS r SET state=u.state, verify_state=u.verify_state, "
+            "error=u.error FROM unnest(%s::bytea[], %s::bytea[], %s::integer[], %s::text[], "
+            "%s::bytea[], %s::integer[]) AS u(task_id, job_id, ord, state, verify_state, error)"
+            " WHERE r.task_id=u.task_id AND r.job_id=u.job_id AND r.ord=u.ord",
+            ([bytes(r.task_id) for r in records], [bytes(r.job_id) for r in records],
+             [r.ord for r in records], [str(r.state) for r in records],
+             [_b(r.verify_state) for r in records], [r.error for r in records]))
+
     # -- replay protection and batch buckets ----------------------------------------------
 
     def is_report_aggregated(self, task_id: bytes, report_id: bytes) -> bool:
@@ -558,6 +591,24 @@ class PostgresTransaction:
                              (bytes(task_id), bytes(report_id),
                               None if time is None else _t(time)))
         return cur.rowcount == 1
+
+    def aggregated_among(self, task_id: bytes, report_ids: Sequence[bytes]) -> set[bytes]:
+        if not report_ids:
+            return set()
+        return {bytes(row[0]) for row in self.c.execute(
+            "SELECT report_id FROM aggregated_reports WHERE task_id=%s AND "
+            "report_id = ANY(%s)", (bytes(task_id), _blist(report_ids)))}
+
+    def mark_reports_aggregated(self, task_id: bytes,
+                                reports: Sequence[tuple[bytes, int | None]]) -> set[bytes]:
+        if not reports:
+            return set()
+        return {bytes(row[0]) for row in self.c.execute(
+            "INSERT INTO aggregated_reports (task_id, report_id, time) SELECT %s, u.r, u.t "
+            "FROM unnest(%s::bytea[], %s::bigint[]) AS u(r, t) ON CONFLICT DO NOTHING "
+            "RETURNING report_id",
+            (bytes(task_id), [bytes(r) for r, _ in reports],
+             [None if t is None else _t(t) for _, t in reports]))}
 
     _BUCKET_COLS = ("task_id, bucket, agg_param, agg_share, report_count, checksum, min_time, "
                     "max_time, min_batch_bound")
@@ -1005,6 +1056,10 @@ class _Entry:
 def _outcome(result: Any = None, exc: BaseException | None = None) -> bytes:
     if exc is not None:
         return pickle.dumps(("raised", type(exc).__name__, str(exc)))
+    if isinstance(result, set):
+        # A set's pickle follows its iteration order, which may differ for equal sets.
+        return pickle.dumps(("returned set", sorted(result)),
+                            protocol=pickle.HIGHEST_PROTOCOL)
     return pickle.dumps(("returned", result), protocol=pickle.HIGHEST_PROTOCOL)
 
 

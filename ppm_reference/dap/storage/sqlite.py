@@ -272,6 +272,12 @@ class SqliteTransaction:
              report.state, report.aggregation_job_id, report.error, report.created_at))
         return cur.rowcount == 1
 
+    def put_client_reports(self, reports: Sequence[ClientReportRecord]
+                           ) -> set[tuple[bytes, bytes]]:
+        # In-process: a statement per report costs no round trip.
+        return {(bytes(r.task_id), bytes(r.report_id)) for r in reports
+                if self.put_client_report(r)}
+
     def get_client_reports(self, task_id: bytes, report_ids: list[bytes]
                            ) -> list[ClientReportRecord]:
         out: list[ClientReportRecord] = []
@@ -414,6 +420,14 @@ class SqliteTransaction:
                        (record.state, record.verify_state, record.error, bytes(record.task_id),
                         bytes(record.job_id), record.ord))
 
+    def update_report_aggregations(self, records: Sequence[ReportAggregationRecord]
+                                   ) -> None:
+        self.c.executemany(
+            "UPDATE report_aggregations SET state=?, verify_state=?, error=? "
+            "WHERE task_id=? AND job_id=? AND ord=?",
+            [(r.state, r.verify_state, r.error, bytes(r.task_id), bytes(r.job_id), r.ord)
+             for r in records])
+
     # -- replay protection and batch buckets ----------------------------------------------
 
     def is_report_aggregated(self, task_id: bytes, report_id: bytes) -> bool:
@@ -426,6 +440,20 @@ class SqliteTransaction:
                              "time) VALUES (?,?,?)", (bytes(task_id), bytes(report_id),
                                                       None if time is None else _t(time)))
         return cur.rowcount == 1
+
+    def aggregated_among(self, task_id: bytes, report_ids: Sequence[bytes]) -> set[bytes]:
+        out: set[bytes] = set()
+        for chunk in iter_chunks([bytes(r) for r in report_ids]):
+            marks = ",".join("?" * len(chunk))
+            out.update(bytes(row[0]) for row in self.c.execute(
+                f"SELECT report_id FROM aggregated_reports WHERE task_id=? AND report_id IN "
+                f"({marks})", (bytes(task_id), *chunk)))
+        return out
+
+    def mark_reports_aggregated(self, task_id: bytes,
+                                reports: Sequence[tuple[bytes, int | None]]) -> set[bytes]:
+        return {bytes(rid) for rid, t in reports
+                if self.mark_report_aggregated(task_id, rid, t)}
 
     def get_bucket(self, task_id: bytes, bucket: bytes, agg_param: bytes
                    ) -> BatchBucketRecord | None:
