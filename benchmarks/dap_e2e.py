@@ -1,9 +1,9 @@
 """DAP-18 end to end: reports per second through upload, aggregation and end to end, and
 the CPU the Aggregators spend per report beside the floor (issue 14).
 
-The Leader and the Helper run as processes (`python -m ppm_reference.dap.server CONFIG`) on 127.0.0.1,
-on this machine (they share its cores with this script, which plays the Clients and the
-Collector). The rows are every combination of:
+The Leader and the Helper run as processes (`python -m ppm_reference.dap.server CONFIG`)
+on 127.0.0.1, on this machine (they share its cores with this script, which plays the
+Clients and the Collector). The rows are every combination of:
 
 * ``--datastore``: ``sqlite`` (a file per Aggregator) and ``postgresql`` (a fresh
   database per Aggregator and row on ``--pg-url``, configured as ``"datastore":
@@ -93,7 +93,7 @@ VDAFS: dict[str, tuple[str, Any, float]] = {
 }
 CPU_TARGET_RATIO = 2.0
 # Tuned for throughput on a 2-core machine.
-LEADER_CONFIG = {"max_job_size": 100, "min_job_size": 50, "straggler_age": 0.5,
+LEADER_CONFIG = {"max_job_size": 500, "min_job_size": 50, "straggler_age": 0.5,
                  "job_concurrency": 3, "worker_interval": 0.01}
 HELPER_CONFIG = {"worker_interval": 0.01}
 PY_SPY_DIR: Path | None = None  # --py-spy DIR: sample both servers with py-spy
@@ -223,7 +223,9 @@ class Server:
     def start(self) -> None:
         cmd = [sys.executable]
         if PY_SPY_DIR is not None:
+            # PY_SPY_EXTRA: more py-spy options (e.g. --gil: only the thread holding it).
             cmd = [str(Path(sys.executable).parent / "py-spy"), "record", "--rate", "200",
+                   *os.environ.get("PY_SPY_EXTRA", "").split(),
                    "--threads", "--subprocesses", "--format", "raw", "-o",
                    str(PY_SPY_DIR / f"{self.role}.txt"), "--", sys.executable]
         cmd += ["-m", "ppm_reference.dap.server", str(self.config_path)]
@@ -294,7 +296,7 @@ class Store:
             try:
                 from ppm_reference.dap.storage import postgres  # type: ignore[attr-defined]
             except ImportError:
-                raise Refused("no PostgreSQL datastore in ppm_reference.dap.storage (issue 14, h-pg)"
+                raise Refused("no PostgreSQL datastore in ppm_reference.dap.storage"
                               ) from None
             return postgres.PostgresDatastore(self.location)
         return opener(self.location)

@@ -227,6 +227,12 @@ def forget_after_delete(mp: pytest.MonkeyPatch) -> None:
     mp.setattr(SqliteTransaction, "mark_report_aggregated",
                lambda self, *a, _o=SqliteTransaction.mark_report_aggregated, **k:
                True if FORGOTTEN["on"] else _o(self, *a, **k))
+    mp.setattr(SqliteTransaction, "aggregated_among",
+               lambda self, *a, _o=SqliteTransaction.aggregated_among, **k:
+               set() if FORGOTTEN["on"] else _o(self, *a, **k))
+    mp.setattr(SqliteTransaction, "mark_reports_aggregated",
+               lambda self, *a, _o=SqliteTransaction.mark_reports_aggregated, **k:
+               _Everything() if FORGOTTEN["on"] else _o(self, *a, **k))
 
 
 def strip_header(name: str, method: str | None = None) -> ResponseHook:
@@ -254,11 +260,24 @@ def no_auth(mp: pytest.MonkeyPatch) -> None:
     mp.setattr(dap.server.leader, "authenticate", lambda *a, **k: None)
 
 
+class _Everything(set[bytes]):
+    """What a datastore without replay state answers to `mark_reports_aggregated`:
+    every report ID newly marked, each time it is asked (a duplicate too)."""
+
+    def __contains__(self, item: object) -> bool:
+        return True
+
+    def discard(self, item: bytes) -> None:
+        pass
+
+
 def accept_replays(mp: pytest.MonkeyPatch) -> None:
     from ppm_reference.dap.storage.sqlite import SqliteTransaction
 
     mp.setattr(SqliteTransaction, "is_report_aggregated", lambda *a, **k: False)
     mp.setattr(SqliteTransaction, "mark_report_aggregated", lambda *a, **k: True)
+    mp.setattr(SqliteTransaction, "aggregated_among", lambda *a, **k: set())
+    mp.setattr(SqliteTransaction, "mark_reports_aggregated", lambda *a, **k: _Everything())
 
 
 def release_small_batches(mp: pytest.MonkeyPatch) -> None:

@@ -215,6 +215,12 @@ class CrashingDatastore:
             yield CrashingTransaction(tx, self.faults)
         self.faults.tick()  # committed, then died before acting on it
 
+    @contextmanager
+    def read(self) -> Iterator[Any]:
+        self.faults.tick()
+        with self.inner.read() as tx:
+            yield CrashingTransaction(tx, self.faults)
+
     def close(self) -> None:
         self.inner.close()
 

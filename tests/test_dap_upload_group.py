@@ -52,6 +52,9 @@ class CountingDatastore:
                 self.hold.wait(10)
         self.commits += 1
 
+    def read(self) -> Any:
+        return self.inner.read()
+
     def stored(self) -> int:
         with self.inner.transaction() as tx:
             return int(tx.c.execute("SELECT COUNT(*) FROM client_reports").fetchone()[0])

@@ -120,15 +120,28 @@ def store_uploads(tx: Transaction,
     order, exactly as if the uploads were stored one after the other. The reports that
     pass the checks are inserted in one `put_client_reports` (a report ID already
     stored, or earlier in the group, is `report_replayed`)."""
-    memos: dict[bytes, tuple[CommitMemo, int | None]] = {}
-    statuses: list[list[tuple[int, bytes, ReportError]]] = [[] for _ in uploads]
-    candidates: list[tuple[int, int, ClientReportRecord]] = []
-    for i, (task, keyring, reports) in enumerate(uploads):
-        tid = bytes(task.task_id)
-        if tid not in memos:
-            memos[tid] = (CommitMemo(), tx.get_eviction_horizon(tid))
-        memo, horizon = memos[tid]
+    return commit_uploads(tx, prepare_uploads(uploads, now, clock_skew))
+
+
+@dataclass
+class PreparedUpload:
+    """An upload's reports checked and encoded without the datastore
+    (`prepare_uploads`): per report, its position, ID, time and either its error or its
+    encoding for storage."""
+
+    task: AggregatorTask
+    reports: list[tuple[int, bytes, int, ReportError | None, bytes]]
+    now: float
+
+
+def prepare_uploads(uploads: Sequence[tuple[AggregatorTask, Keyring, Sequence[Any]]],
+                    now: float, clock_skew: int) -> list[PreparedUpload]:
+    """The checks of each report that need no datastore, and its encoding for storage
+    (done before the transaction, which then stays short)."""
+    out = []
+    for task, keyring, reports in uploads:
         w = task.wire
+        items: list[tuple[int, bytes, int, ReportError | None, bytes]] = []
         for pos, report in enumerate(reports):
             md = report.report_metadata
             rid = bytes(md.report_id)
@@ -146,6 +159,28 @@ def store_uploads(tx: Transaction,
                 error = window
             elif window is not None:
                 error = ReportError.REPORT_DROPPED
+            items.append((pos, rid, t, error, b"" if error is not None
+                          else w.encode_report(report)))
+        out.append(PreparedUpload(task, items, now))
+    return out
+
+
+def commit_uploads(tx: Transaction, prepared: Sequence[PreparedUpload]
+                   ) -> list[list[tuple[bytes, ReportError]]]:
+    """The checks against stored state (`prepare_uploads` did the others) and the
+    insert: see `store_uploads`."""
+    memos: dict[bytes, tuple[CommitMemo, int | None]] = {}
+    statuses: list[list[tuple[int, bytes, ReportError]]] = [[] for _ in prepared]
+    candidates: list[tuple[int, int, ClientReportRecord]] = []
+    for i, upload in enumerate(prepared):
+        task = upload.task
+        tid = bytes(task.task_id)
+        if tid not in memos:
+            memos[tid] = (CommitMemo(), tx.get_eviction_horizon(tid))
+        memo, horizon = memos[tid]
+        for pos, rid, t, error, encoded in upload.reports:
+            if error is not None:
+                pass
             elif horizon is not None and t < horizon:
                 # Its replay state may be evicted (DAP-18 Section 4.5.3.4, last check).
                 error = ReportError.REPORT_DROPPED
@@ -155,8 +190,8 @@ def store_uploads(tx: Transaction,
                 # as report_replayed; batch_collected is the more precise ReportError.
                 error = ReportError.BATCH_COLLECTED
             else:
-                candidates.append((i, pos, ClientReportRecord(
-                    tid, rid, t, w.encode_report(report), created_at=now)))
+                candidates.append((i, pos, ClientReportRecord(tid, rid, t, encoded,
+                                                              created_at=upload.now)))
             if error is not None:
                 statuses[i].append((pos, rid, error))
     stored = tx.put_client_reports([rec for _, _, rec in candidates])
@@ -261,8 +296,8 @@ def create_aggregation_jobs(tx: Transaction, task: AggregatorTask, keyring: Keyr
     if key_id is None:
         # The Helper refused every key this Leader has: the reports cannot be aggregated.
         tx.set_report_states(tid, [r.report_id for r in reports], ReportState.FAILED,
-                             error=int(ReportError.UNKNOWN_VERIFICATION_KEY_ID))
-        tx.drop_report_encodings(tid, [r.report_id for r in reports])
+                             error=int(ReportError.UNKNOWN_VERIFICATION_KEY_ID),
+                             drop_encodings=True)
         return []
     verify_key = task.verify_keys[key_id]
     # Prepared under another verification key: not used.
@@ -284,8 +319,7 @@ def create_aggregation_jobs(tx: Transaction, task: AggregatorTask, keyring: Keyr
             state, bounds[bytes(rec.report_id)] = outcome
             ready.append((rec, report, state))
     for error, ids in failures.items():
-        tx.set_report_states(tid, ids, ReportState.FAILED, error=error)
-        tx.drop_report_encodings(tid, ids)
+        tx.set_report_states(tid, ids, ReportState.FAILED, error=error, drop_encodings=True)
     jobs = []
     for batch_id, chunk in _group(tx, task, ready, sizes.max_job_size, now, rng):
         jobs.append(_store_job(tx, task, batch_id, chunk, now, rng, key_id, bounds))
@@ -597,11 +631,10 @@ def process_aggregation_job_response(tx: Transaction, task: AggregatorTask,
             rec.verify_state = None  # no longer needed (a Histogram's is L field elements)
     tx.update_report_aggregations(records)
     done = [r.report_id for r in records if r.state == ReportAggregationState.FINISHED]
-    tx.set_report_states(tid, done, ReportState.AGGREGATED, job.job_id)
-    if not agg_params.uses_agg_param(task):
-        # Prio3 (its one, empty aggregation parameter, VDAF Section 7) aggregates a report
-        # once: its encoding is no longer needed (a Poplar1 report's is, per level).
-        tx.drop_report_encodings(tid, done)
+    # Prio3 (its one, empty aggregation parameter, VDAF Section 7) aggregates a report
+    # once: its encoding is no longer needed (a Poplar1 report's is, per level).
+    tx.set_report_states(tid, done, ReportState.AGGREGATED, job.job_id,
+                         drop_encodings=not agg_params.uses_agg_param(task))
     unknown_key = int(ReportError.UNKNOWN_VERIFICATION_KEY_ID)
     retry = [r.report_id for r in records
              if r.state == ReportAggregationState.REJECTED and r.error == unknown_key
@@ -617,8 +650,8 @@ def process_aggregation_job_response(tx: Transaction, task: AggregatorTask,
         if rec.state == ReportAggregationState.REJECTED and rec.report_id not in retry:
             rejected.setdefault(rec.error, []).append(rec.report_id)
     for error, ids in rejected.items():
-        tx.set_report_states(tid, ids, ReportState.FAILED, job.job_id, error)
-        tx.drop_report_encodings(tid, ids)
+        tx.set_report_states(tid, ids, ReportState.FAILED, job.job_id, error,
+                             drop_encodings=True)
     if continues:
         job.step += 1
         job.request = task.wire.encode_continue_req(job.step, continues)
@@ -643,8 +676,8 @@ def abandon_aggregation_job(tx: Transaction, task: AggregatorTask | None,
     tx.update_aggregation_job(job)
     pending = [r.report_id for r in tx.get_report_aggregations(job.task_id, job.job_id)
                if r.state in _UNFINISHED]
-    tx.set_report_states(job.task_id, pending, ReportState.FAILED, job.job_id)
-    tx.drop_report_encodings(job.task_id, pending)
+    tx.set_report_states(job.task_id, pending, ReportState.FAILED, job.job_id,
+                         drop_encodings=True)
 
 
 # -- collection (Section 4.6) --------------------------------------------------------------

@@ -315,7 +315,11 @@ class Transaction(Protocol):
                       created_before: float | None = None) -> int: ...
     def oldest_new_report_age(self, task_id: bytes, now: float) -> float | None: ...
     def set_report_states(self, task_id: bytes, report_ids: list[bytes], state: ReportState,
-                          job_id: bytes | None = None, error: int | None = None) -> None: ...
+                          job_id: bytes | None = None, error: int | None = None,
+                          drop_encodings: bool = False) -> None:
+        """Set the reports' state, job and error; `drop_encodings`: also
+        `drop_report_encodings` (in the same row update: one new row version, not two)."""
+        ...
     def drop_report_encodings(self, task_id: bytes, report_ids: list[bytes]) -> None: ...
 
     # aggregation jobs
@@ -459,6 +463,13 @@ class Transaction(Protocol):
 
 class Datastore(Protocol):
     def transaction(self) -> AbstractContextManager[Transaction]: ...
+    def read(self) -> AbstractContextManager[Transaction]:
+        """A transaction that only reads (a write in it fails): a consistent snapshot of
+        what was committed. It may run beside the others (PostgreSQL: without the
+        exclusive mode's lock), so what it reads may be stale by the time it is used:
+        for decisions that a later transaction checks again (compare-and-set) or that
+        only cost work (when to look again)."""
+        ...
     def close(self) -> None: ...
 
 

@@ -68,7 +68,7 @@ class AppState:
         """HPKE keys, reloaded at most once a second (so rotations take effect)."""
         now = time.monotonic()
         if self._keyring is None or now - self._keyring_at > 1.0:
-            with self.datastore.transaction() as tx:
+            with self.datastore.read() as tx:
                 self._keyring = Keyring.load(tx)
             self._keyring_at = now
         return self._keyring

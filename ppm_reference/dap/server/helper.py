@@ -200,8 +200,8 @@ def _init_job(st: AppState, task: AggregatorTask, body: bytes, asynchronous: boo
 def _job_exists(st: AppState, task: AggregatorTask, body: bytes,
                 job_id: bytes | None) -> bool:
     """Whether the request is for a job already stored (answered from the datastore
-    without preparing anything)."""
-    with st.datastore.transaction() as tx:
+    without preparing anything); the transaction that creates the job looks again."""
+    with st.datastore.read() as tx:
         if job_id is not None:
             return tx.get_aggregation_job(task.task_id, job_id) is not None
         return tx.find_aggregation_job_by_hash(task.task_id, core.digest(body)) is not None

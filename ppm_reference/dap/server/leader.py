@@ -284,7 +284,7 @@ class LeaderWorker:
         now = st.clock()
         # Only the tasks with work, from indexes (not every task): new reports, or (a VDAF
         # with an aggregation parameter) collection jobs waiting for their aggregation.
-        with st.datastore.transaction() as tx:
+        with st.datastore.read() as tx:  # each task's creation then takes its lease
             task_ids = tx.tasks_with_new_reports(MAX_CREATE_CANDIDATES)
             task_ids += [bytes(j.task_id) for j in
                          tx.list_collection_jobs((CollectionJobState.START,), 1e300)]
@@ -457,7 +457,9 @@ class LeaderWorker:
         if 200 <= status < 300 and content:
             def process() -> bool | None:
                 # The VDAF work outside the transaction, which then checks and commits.
-                with st.datastore.transaction() as tx:
+                # (Read beside the writers: the commit below checks the lease, step and
+                # each report's stored state against these.)
+                with st.datastore.read() as tx:
                     records = tx.get_report_aggregations(job.task_id, job.job_id)
                 prepared = core.prepare_job_response(task, job, records, content)
                 with st.datastore.transaction() as tx:
@@ -544,7 +546,7 @@ class LeaderWorker:
     # collection jobs
     async def drive_collections(self) -> bool:
         st = self.st
-        with st.datastore.transaction() as tx:
+        with st.datastore.read() as tx:  # each is then leased (compare-and-set)
             jobs = tx.list_collection_jobs(_PENDING_COLLECTION, st.clock())
         progressed = False
         for job in jobs:

@@ -187,7 +187,7 @@ def datastore_gauges(st: Any) -> dict[str, list[tuple[dict[str, Any], float]]]:
     agg_jobs: dict[str, int] = defaultdict(int)
     coll_jobs: dict[str, int] = defaultdict(int)
     waiting = 0
-    with st.datastore.transaction() as tx:
+    with st.datastore.read() as tx:
         counters = getattr(tx, "task_counters", None)
         if counters is None:
             return {}

@@ -106,7 +106,7 @@ async def sleep_until_work(wake: asyncio.Event, now: float, due: float | None,
 
 def next_due(datastore: Any, role: str, *others: float | None) -> float | None:
     """The earliest due time of the datastore's pending work and of `others`."""
-    with datastore.transaction() as tx:
+    with datastore.read() as tx:
         stored = tx.next_work_due(role)
     times = [t for t in (stored, *others) if t is not None]
     return min(times) if times else None

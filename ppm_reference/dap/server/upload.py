@@ -118,10 +118,12 @@ def store_group(st: Any, group: list[_Upload]) -> None:
     if not ready:
         return
     try:
+        # The checks and encodings that need no datastore, before the transaction.
+        prepared = core.prepare_uploads(
+            [(item.task, item.keyring, item.reports) for item in ready], now,
+            st.config.clock_skew)
         with st.datastore.transaction() as tx:
-            outcomes = core.store_uploads(
-                tx, [(item.task, item.keyring, item.reports) for item in ready], now,
-                st.config.clock_skew)
+            outcomes = core.commit_uploads(tx, prepared)
         # Committed (durable): now the outcomes count.
         for item, outcome in zip(ready, outcomes, strict=True):
             item.outcome = outcome
@@ -157,8 +159,9 @@ def store_upload(st: Any, task: Any, keyring: Any, body: bytes
     now = st.clock()
     errors: list[tuple[bytes, Any]] = []
     for i in range(0, len(reports), UPLOAD_CHUNK):
+        prepared = core.prepare_uploads([(task, keyring, reports[i:i + UPLOAD_CHUNK])], now,
+                                        st.config.clock_skew)
         with st.datastore.transaction() as tx:
-            errors += core.store_reports(tx, task, keyring, reports[i:i + UPLOAD_CHUNK], now,
-                                         st.config.clock_skew)
+            errors += core.commit_uploads(tx, prepared)[0]
         # Between chunks a waiting request takes the datastore (its lock is fair).
     return errors

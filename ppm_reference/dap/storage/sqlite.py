@@ -14,7 +14,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import astuple, fields
 from pathlib import Path
 from typing import Any, TypeVar
@@ -324,9 +324,11 @@ class SqliteTransaction:
         return None if row[0] is None else now - float(row[0])
 
     def set_report_states(self, task_id: bytes, report_ids: list[bytes], state: ReportState,
-                          job_id: bytes | None = None, error: int | None = None) -> None:
+                          job_id: bytes | None = None, error: int | None = None,
+                          drop_encodings: bool = False) -> None:
+        drop = ", report=x''" if drop_encodings else ""
         self.c.executemany(
-            "UPDATE client_reports SET state=?, aggregation_job_id=?, error=? "
+            f"UPDATE client_reports SET state=?, aggregation_job_id=?, error=?{drop} "
             "WHERE task_id=? AND report_id=?",
             [(state, job_id, error, bytes(task_id), bytes(r)) for r in report_ids])
 
@@ -1075,6 +1077,11 @@ class SqliteDatastore:
                 self._conn.execute("ROLLBACK")
                 raise
             self._conn.execute("COMMIT")
+
+    def read(self) -> AbstractContextManager[SqliteTransaction]:
+        """A transaction that only reads (see dap.core.store.Datastore.read): here the
+        one connection's ordinary transaction."""
+        return self.transaction()
 
     def close(self) -> None:
         with self._lock:
