@@ -99,9 +99,24 @@ def ping_pong_leader_init(vdaf: Vdaf, vdaf_verify_key: bytes, ctx: bytes, agg_pa
     _check_two(vdaf)
     v: Any = vdaf
     try:
+        decoded = v.decode_public_share(public_share), v.decode_input_share(0, input_share)
+    except ValueError as exc:
+        return Rejected(str(exc))
+    return ping_pong_leader_init_decoded(vdaf, vdaf_verify_key, ctx, agg_param, nonce,
+                                         *decoded)
+
+
+def ping_pong_leader_init_decoded(vdaf: Vdaf, vdaf_verify_key: bytes, ctx: bytes,
+                                  agg_param: bytes, nonce: bytes, public_share: Any,
+                                  input_share: Any) -> Continued | Rejected:
+    """`ping_pong_leader_init` with the public share and the Leader's input share
+    already decoded (a caller that decoded them to check them does not decode twice)."""
+    _check_two(vdaf)
+    v: Any = vdaf
+    try:
         verify_state, verifier_share = v.verify_init(
-            vdaf_verify_key, ctx, 0, v.decode_agg_param(agg_param), nonce,
-            v.decode_public_share(public_share), v.decode_input_share(0, input_share))
+            vdaf_verify_key, ctx, 0, v.decode_agg_param(agg_param), nonce, public_share,
+            input_share)
         encoded = v.encode_verifier_share(verifier_share)
         return Continued(verify_state, 0, encode_message(INITIALIZE, encoded))
     except ValueError as exc:

@@ -67,7 +67,7 @@ from ppm_reference.vdaf.ping_pong import (
     FinishedWithOutbound,
     Rejected,
     ping_pong_leader_continued,
-    ping_pong_leader_init,
+    ping_pong_leader_init_decoded,
 )
 
 # -- upload (Section 4.4.2.2) ---------------------------------------------------------------
@@ -373,12 +373,12 @@ def _leader_open_one(task: AggregatorTask, keyring: Keyring, report: Any, vdaf: 
     if err is not None:
         return err
     try:
-        vdaf.decode_input_share(0, plaintext.payload)
-        vdaf.decode_public_share(report.public_share)
+        input_share = vdaf.decode_input_share(0, plaintext.payload)
+        public_share = vdaf.decode_public_share(report.public_share)
     except ValueError:
         return ReportError.INVALID_MESSAGE
-    state = ping_pong_leader_init(vdaf, verify_key, ctx, agg_param, rid, report.public_share,
-                                  plaintext.payload)
+    state = ping_pong_leader_init_decoded(vdaf, verify_key, ctx, agg_param, rid, public_share,
+                                          input_share)
     if isinstance(state, Rejected):
         return ReportError.VDAF_VERIFY_ERROR
     return state, min_batch_bound(task, md, plaintext.extensions)
