@@ -313,6 +313,21 @@ class Store:
         rows = [r.split("|") for r in _psql(self.location, sql).split("\n") if r]
         return {state: int(c) for state, c in rows}
 
+    def backend_cpu(self) -> dict[int, float]:
+        """PostgreSQL: CPU seconds of each server process connected to this database."""
+        if self.kind != "postgresql":
+            return {}
+        out = _psql(self.admin_url, "SELECT pid FROM pg_stat_activity WHERE datname = "
+                    f"'{self.dbname}'")
+        cpu = {}
+        for pid in (int(p) for p in out.split() if p.strip().isdigit()):
+            try:
+                fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            cpu[pid] = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        return cpu
+
     def drop(self) -> None:
         if self.kind == "postgresql":
             try:
@@ -411,6 +426,7 @@ def run_row(w: Workload, datastore: str, drivers: int, mode: str, args: argparse
         helper.start()
         leader.start()
         cpu0 = {s.role: s.cpu_seconds() for s in servers}
+        db0 = {pid: c for st in stores.values() for pid, c in st.backend_cpu().items()}
         t0 = time.perf_counter()
         asyncio.run(upload(urls, content_type, bodies, concurrency))
         t1 = time.perf_counter()
@@ -427,6 +443,10 @@ def run_row(w: Workload, datastore: str, drivers: int, mode: str, args: argparse
             time.sleep(0.02)
         t2 = time.perf_counter()
         cpu = {s.role: s.cpu_seconds() - cpu0[s.role] for s in servers}
+        # The database server's own CPU (PostgreSQL: its processes serving this row's two
+        # databases; those that ended meanwhile are missed). SQLite's is in the servers'.
+        db1 = {pid: c for st in stores.values() for pid, c in st.backend_cpu().items()}
+        db_cpu = sum(c - db0.get(pid, 0.0) for pid, c in db1.items())
         if len(w.tasks) == 1:
             collection = asyncio.run(collect(w))
             correct = (collection.report_count == n and
@@ -449,7 +469,7 @@ def run_row(w: Workload, datastore: str, drivers: int, mode: str, args: argparse
         "upload_rate": n / (t1 - t0), "aggregation_rate": agg_rate,
         "aggregated_during_upload": at_upload_end, "end_to_end_rate": n / (t2 - t0),
         "correct": correct, "cpu_s": cpu, "cpu_ms": cpu_per_report * 1000,
-        "ratio": cpu_per_report / floor, "wall_s": t2 - t0,
+        "ratio": cpu_per_report / floor, "wall_s": t2 - t0, "db_ms": db_cpu / n * 1000,
     })
     return row
 
@@ -461,7 +481,7 @@ def fmt(v: float | None, spec: str = ".0f") -> str:
 def print_table(rows: list[dict[str, Any]]) -> None:
     head = (f"{'VDAF':<20} {'store':<10} {'drv':>3} {'upload':<6} {'tasks':>5} "
             f"{'reports':>7} {'upload/s':>8} {'agg/s':>6} {'e2e/s':>6} {'CPU ms':>7} "
-            f"{'floor ms':>8} {'ratio':>5} {'ok':>3}  note")
+            f"{'floor ms':>8} {'ratio':>5} {'db ms':>6} {'ok':>3}  note")
     print(head)
     print("-" * len(head))
     for r in rows:
@@ -469,7 +489,7 @@ def print_table(rows: list[dict[str, Any]]) -> None:
                 f"{r['tasks']:>5} {r['reports']:>7} ")
         if r["note"]:
             print(lead + f"{'':>8} {'':>6} {'':>6} {'':>7} {r['floor_ms']:>8.3f} "
-                  f"{'':>5} {'':>3}  NOT RUN: {r['note']}")
+                  f"{'':>5} {'':>6} {'':>3}  NOT RUN: {r['note']}")
             continue
         notes = []
         if r["upload"] == "single" and r["upload_rate"] < TARGET_UPLOAD:
@@ -478,15 +498,34 @@ def print_table(rows: list[dict[str, Any]]) -> None:
             notes.append(f"agg < {r['target']:.0f}")
         if r["ratio"] > CPU_TARGET_RATIO:
             notes.append(f"CPU > {CPU_TARGET_RATIO:.0f}x floor")
+        db = fmt(r["db_ms"] if r["datastore"] != "sqlite" else None, ".3f")
         print(lead + f"{r['upload_rate']:>8.0f} {fmt(r['aggregation_rate']):>6} "
               f"{r['end_to_end_rate']:>6.0f} {r['cpu_ms']:>7.3f} {r['floor_ms']:>8.3f} "
-              f"{r['ratio']:>5.2f} {'yes' if r['correct'] else 'NO':>3}  "
-              + ", ".join(notes))
+              f"{r['ratio']:>5.2f} {db:>6} "
+              f"{'yes' if r['correct'] else 'NO':>3}  " + ", ".join(notes))
     print("agg/s: reports aggregated after the upload / time from its end to the last "
           "('-': aggregation kept pace with the upload); e2e/s: all reports / time from "
           "the upload's start to the last aggregated; CPU ms: Leader + Helper CPU per "
           "report; floor: HPKE open x2 + VDAF preparation alone, this run; ratio = CPU / "
-          "floor (target <= 2)")
+          "floor (target <= 2); db ms: PostgreSQL's own CPU per report (not in CPU ms)")
+    # PostgreSQL beside SQLite, row for row (target: within 30 %).
+    sqlite = {_twin(r): r for r in rows if r["datastore"] == "sqlite" and not r["note"]}
+    pairs = [(r, sqlite[_twin(r)]) for r in rows if r["datastore"] == "postgresql"
+             and not r["note"] and _twin(r) in sqlite]
+    if pairs:
+        print("PostgreSQL / SQLite (agg/s where both drained after the upload, else e2e/s; "
+              "target >= 0.70):")
+        for pg, lite in pairs:
+            key = "aggregation_rate" if pg["aggregation_rate"] and lite["aggregation_rate"] \
+                else "end_to_end_rate"
+            share = pg[key] / lite[key]
+            print(f"  {pg['vdaf']:<20} drv {pg['drivers']} {pg['upload']:<6} tasks "
+                  f"{pg['tasks']:>4}: {key.split('_')[0]:<11} {share:.2f}"
+                  f"{'' if share >= 0.7 else '  (< 0.70)'}")
+
+
+def _twin(r: dict[str, Any]) -> tuple[Any, ...]:
+    return (r["vdaf"], r["drivers"], r["upload"], r["tasks"], r["reports"])
 
 
 def main() -> None:
