@@ -1210,6 +1210,7 @@ _DEFERRED = frozenset({
     "update_aggregation_job", "put_bucket", "delete_task_work", "release_lease",
     "set_report_states", "drop_report_encodings", "put_report_aggregations",
     "update_report_aggregations"})
+assert _DEFERRED <= set(_PUBLIC), _DEFERRED - set(_PUBLIC)
 
 
 class _Entry:
