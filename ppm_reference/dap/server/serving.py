@@ -118,11 +118,19 @@ async def read_limited(request: web.Request, limit: int, timeout: float,
     length = request.content_length
     if length is not None and length > limit:
         raise too_large(limit, task_id)
+    content = request.content
+    if content.is_eof():
+        # The whole body came with the header (a small upload): it is in memory already,
+        # with nothing to wait for (and no deadline to arm).
+        body = content.read_nowait()
+        if len(body) > limit:
+            raise too_large(limit, task_id)
+        return body
     buf = bytearray()
     try:
         async with asyncio.timeout(timeout):
             while True:
-                chunk = await request.content.readany()
+                chunk = await content.readany()
                 if not chunk:
                     break
                 buf += chunk
