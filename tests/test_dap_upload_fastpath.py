@@ -169,3 +169,25 @@ def test_latency_histogram_is_cumulative() -> None:
     assert got == {**want, "+Inf": 5}
     assert got["0.005"] == 2 and got["10.0"] == 4
 
+
+
+def test_server_process_collects_young_garbage_less_often() -> None:
+    """tune_process raises the youngest generation's threshold (it never lowers it, nor
+    turns a disabled collector on) and keeps the older generations' settings."""
+    import gc
+
+    from ppm_reference.dap.server.serving import GC_GEN0_THRESHOLD, tune_process
+
+    saved = gc.get_threshold()
+    try:
+        gc.set_threshold(700, 10, 7)
+        tune_process(serving=False)
+        assert gc.get_threshold() == (GC_GEN0_THRESHOLD, 10, 7)
+        gc.set_threshold(50_000, 3, 4)
+        tune_process(serving=False)
+        assert gc.get_threshold() == (50_000, 3, 4)
+        gc.set_threshold(0, 10, 10)
+        tune_process(serving=False)
+        assert gc.get_threshold() == (0, 10, 10)
+    finally:
+        gc.set_threshold(*saved)
