@@ -225,9 +225,9 @@ async def read_body(request: web.Request, task: AggregatorTask, message: str,
                               task_id=task.task_id)
 
 
-# (profile name, Content-Type) -> its message name or None: a Client sends the same
-# Content-Type with every upload, parsed once. Bounded like _TASK_IDS.
-_MESSAGE_NAMES: dict[tuple[str, str], str | None] = {}
+# (profile name, Content-Type) -> (the profile, its message name or None): a Client sends
+# the same Content-Type with every upload, parsed once. Bounded like _TASK_IDS.
+_MESSAGE_NAMES: dict[tuple[str, str], tuple[Profile, str | None]] = {}
 _MESSAGE_NAMES_MAX = 1024
 
 
@@ -235,17 +235,16 @@ def message_for_media_type(profile: Profile, content_type: str) -> str | None:
     """`Profile.message_for_media_type`, None for a media type the profile does not
     know."""
     key = (profile.name, content_type)
-    try:
-        return _MESSAGE_NAMES[key]
-    except KeyError:
-        pass
+    cached = _MESSAGE_NAMES.get(key)
+    if cached is not None and cached[0] is profile:  # (not another of that name)
+        return cached[1]
     try:
         name: str | None = profile.message_for_media_type(content_type)
     except ValueError:
         name = None
     if len(_MESSAGE_NAMES) >= _MESSAGE_NAMES_MAX:
         _MESSAGE_NAMES.clear()
-    _MESSAGE_NAMES[key] = name
+    _MESSAGE_NAMES[key] = (profile, name)
     return name
 
 
