@@ -142,3 +142,34 @@ def test_answered_only_after_commit(setup: Any) -> None:
         assert st.datastore.commits >= 1
 
     asyncio.run(run())
+
+
+def test_stored_callback_once_per_transaction(setup: Any) -> None:
+    """The uploads of one group transaction call their `stored` callback (the Leader
+    wakes its background worker) once; an upload refused on its own (a body that does
+    not decode) does not call it, nor does a group of such uploads only."""
+    st, task, keyring, bodies = setup
+    calls: list[str] = []
+
+    class Worker:
+        def wake(self, name: str = "a") -> None:
+            calls.append(name)
+
+    worker = Worker()
+
+    async def run() -> list[Any]:
+        groups = UploadGroups(st)
+        # A bound method, as the Leader passes: a new object per upload, equal ones.
+        first = await asyncio.gather(*(groups.store(task, keyring, b, worker.wake)
+                                       for b in [b"\x00garbage", *bodies[:4]]),
+                                     return_exceptions=True)
+        bad = await asyncio.gather(groups.store(task, keyring, b"\x01",
+                                                lambda: worker.wake("b")),
+                                   return_exceptions=True)
+        return [*first, *bad]
+
+    results = asyncio.run(run())
+    assert isinstance(results[0], DapProblem) and isinstance(results[5], DapProblem)
+    assert results[1:5] == [[], [], [], []]
+    assert st.datastore.commits == 1
+    assert calls == ["a"]

@@ -149,11 +149,25 @@ def require_method(request: web.Request, task: AggregatorTask, operation: str) -
                          f"{operation}", 405, task_id=task.task_id, dap_type=False)
 
 
+# Task IDs of recent requests, by their base64url form: the strict decode once per task
+# rather than once per request (a report upload is one request per report). Bounded: IDs
+# that are never seen again (a client trying random ones) only make it start over.
+_TASK_IDS: dict[str, bytes] = {}
+_TASK_IDS_MAX = 4096
+
+
 def task_id_param(request: web.Request) -> bytes:
-    try:
-        return bytes(TaskID.from_base64url(request.match_info["task_id"]))
-    except (ValueError, binascii.Error, TypeError):
-        raise DapProblem("unrecognizedTask", "malformed task ID", 404) from None
+    raw = request.match_info["task_id"]
+    task_id = _TASK_IDS.get(raw)
+    if task_id is None:
+        try:
+            task_id = bytes(TaskID.from_base64url(raw))
+        except (ValueError, binascii.Error, TypeError):
+            raise DapProblem("unrecognizedTask", "malformed task ID", 404) from None
+        if len(_TASK_IDS) >= _TASK_IDS_MAX:
+            _TASK_IDS.clear()
+        _TASK_IDS[raw] = task_id
+    return task_id
 
 
 def id_param(request: web.Request, name: str, size: int, token: str) -> bytes:
@@ -201,17 +215,37 @@ async def read_body(request: web.Request, task: AggregatorTask, message: str,
     """The request body, after checking its media type against the expected message: at
     most `limit` bytes (413 otherwise, nothing read beyond the limit), uncompressed (415),
     within the configuration's `body_timeout` (408); see `serving.read_limited`."""
-    expected = task.profile.media_type_for(message)
+    profile = task.profile
     got = request.headers.get("Content-Type", "")
-    try:
-        name = task.profile.message_for_media_type(got)
-    except ValueError:
-        name = None
-    if name != message:
+    if message_for_media_type(profile, got) != message:
+        expected = profile.media_type_for(message)
         raise DapProblem("invalidMessage", f"expected Content-Type {expected}, got {got!r}",
                          415, task_id=task.task_id)
-    return await read_limited(request, limit, state(request).config.body_timeout,
+    return await read_limited(request, limit, request.app[STATE_KEY].config.body_timeout,
                               task_id=task.task_id)
+
+
+# (profile name, Content-Type) -> (the profile, its message name or None): a Client sends
+# the same Content-Type with every upload, parsed once. Bounded like _TASK_IDS.
+_MESSAGE_NAMES: dict[tuple[str, str], tuple[Profile, str | None]] = {}
+_MESSAGE_NAMES_MAX = 1024
+
+
+def message_for_media_type(profile: Profile, content_type: str) -> str | None:
+    """`Profile.message_for_media_type`, None for a media type the profile does not
+    know."""
+    key = (profile.name, content_type)
+    cached = _MESSAGE_NAMES.get(key)
+    if cached is not None and cached[0] is profile:  # (not another of that name)
+        return cached[1]
+    try:
+        name: str | None = profile.message_for_media_type(content_type)
+    except ValueError:
+        name = None
+    if len(_MESSAGE_NAMES) >= _MESSAGE_NAMES_MAX:
+        _MESSAGE_NAMES.clear()
+    _MESSAGE_NAMES[key] = (profile, name)
+    return name
 
 
 def message_response(task: AggregatorTask, message: str, body: bytes, status: int = 200,

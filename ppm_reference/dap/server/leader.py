@@ -94,12 +94,14 @@ async def upload_response(app: web.Application, st: AppState, task: Any,
     that came through a relay."""
     keyring = st.keyring()
     if len(body) <= GROUP_MAX_BODY:
-        # Small uploads (one report per request) share commits (dap.server.upload).
-        errors = await groups_of(st).store(task, keyring, body)
+        # Small uploads (one report per request) share commits (dap.server.upload), and
+        # the wake-up of the background worker (a notification to other processes).
+        errors = await groups_of(st).store(task, keyring, body, app[WAKE_KEY].set)
     else:
         errors = await st.offload(store_upload, st, task, keyring, body)
-    count_rejections(app, task, errors)  # /metrics, GET /internal/tasks/{id}
-    app[WAKE_KEY].set()
+        app[WAKE_KEY].set()
+    if errors:
+        count_rejections(app, task, errors)  # /metrics, GET /internal/tasks/{id}
     answer = task.wire.upload_answer(task, errors)  # raises a DAP-09 refused report's problem
     if answer is None:
         return web.Response(status=task.profile.statuses["upload"])

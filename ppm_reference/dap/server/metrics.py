@@ -34,6 +34,7 @@ from __future__ import annotations
 import hmac
 import logging
 import time
+from bisect import bisect_left
 from collections import defaultdict
 from typing import Any
 
@@ -63,10 +64,12 @@ class Metrics:
 
     def observe(self, route: str, method: str, status: int, seconds: float) -> None:
         self.requests[(route, method, status)] += 1
-        hist = self.histograms.setdefault(route, [0] * len(BUCKETS))
-        for i, bound in enumerate(BUCKETS):
-            if seconds <= bound:
-                hist[i] += 1
+        # Per route, the requests of each bucket alone (the last: above every bound),
+        # added up into the cumulative buckets by `exposition`.
+        hist = self.histograms.get(route)
+        if hist is None:
+            hist = self.histograms[route] = [0] * (len(BUCKETS) + 1)
+        hist[bisect_left(BUCKETS, seconds)] += 1  # the first bound >= seconds
         self.sums[route] += seconds
         self.counts[route] += 1
 
@@ -144,7 +147,9 @@ def exposition(metrics: Metrics, datastore_gauges: dict[str, list[tuple[dict[str
     out += ["# HELP ppm_http_request_duration_seconds Request latency in this process.",
             "# TYPE ppm_http_request_duration_seconds histogram"]
     for route, hist in sorted(metrics.histograms.items()):
-        for bound, n in zip(BUCKETS, hist, strict=True):
+        n = 0
+        for bound, alone in zip(BUCKETS, hist, strict=False):
+            n += alone
             out.append(f"ppm_http_request_duration_seconds_bucket"
                        f"{_labels(route=route, le=bound)} {n}")
         out.append(f"ppm_http_request_duration_seconds_bucket{_labels(route=route, le='+Inf')}"

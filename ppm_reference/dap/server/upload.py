@@ -19,10 +19,14 @@ retried in a transaction of its own, so that one upload's failure is not another
 from __future__ import annotations
 
 import asyncio
+import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from ppm_reference.dap.core import leader as core
+
+log = logging.getLogger("ppm.upload")
 
 # Uploads at most this large (bytes) are grouped; larger ones are stored by
 # `store_upload` in chunks of their own.
@@ -38,6 +42,7 @@ class _Upload:
     keyring: Any
     body: bytes
     future: asyncio.Future[list[tuple[bytes, Any]]]
+    stored: Callable[[], None] | None = None
     outcome: list[tuple[bytes, Any]] | None = None
     error: BaseException | None = None
     reports: list[Any] = field(default_factory=list)
@@ -52,11 +57,14 @@ class UploadGroups:
         self._committing = False
         self._task: asyncio.Task[None] | None = None
 
-    async def store(self, task: Any, keyring: Any, body: bytes) -> list[tuple[bytes, Any]]:
+    async def store(self, task: Any, keyring: Any, body: bytes,
+                    stored: Callable[[], None] | None = None) -> list[tuple[bytes, Any]]:
         """Store an upload's reports; returns the refused ones with their ReportError
-        once the reports are durable (or raises the upload's problem)."""
+        once the reports are durable (or raises the upload's problem). `stored` (e.g.
+        waking the background worker) is called once per group transaction that stored
+        uploads passing it, not once per upload, before they are answered."""
         loop = asyncio.get_running_loop()
-        item = _Upload(task, keyring, body, loop.create_future())
+        item = _Upload(task, keyring, body, loop.create_future(), stored)
         self._pending.append(item)
         if not self._committing:
             self._committing = True
@@ -89,6 +97,13 @@ class UploadGroups:
                             item.future.set_exception(exc)
                     self._pending.clear()
                     return
+                callbacks = {item.stored for item in group
+                             if item.stored is not None and item.error is None}
+                for callback in callbacks:
+                    try:
+                        callback()
+                    except Exception:  # noqa: BLE001 - the uploads are stored all the same
+                        log.exception("after storing uploads")
                 for item in group:
                     if item.future.done():
                         continue
