@@ -228,10 +228,15 @@ def reports_ready(tx: Transaction, task: AggregatorTask, now: float, sizes: JobS
     into the interval of a pending time-interval collection job after its cutoff wait
     (see `held_back_reports`)."""
     tid = task.task_id
-    reports = tx.list_new_reports(tid, sizes.max_job_size * sizes.jobs_per_pass,
-                                  held_back_reports(tx, task))
+    limit = sizes.max_job_size * sizes.jobs_per_pass
+    held = held_back_reports(tx, task)
+    reports = tx.list_new_reports(tid, limit, held)
     if reports and len(reports) < sizes.min_job_size:
-        age = tx.oldest_new_report_age(tid, now)
+        if not held and len(reports) < limit:
+            # Every new report is in the list, oldest (created_at) first: no query.
+            age: float | None = now - reports[0].created_at
+        else:
+            age = tx.oldest_new_report_age(tid, now)
         if age is None or age < sizes.straggler_age:
             return []
     return reports

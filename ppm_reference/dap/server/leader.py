@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from dataclasses import dataclass
 from typing import Any
 
 import aiohttp
@@ -74,6 +75,25 @@ WAKE_KEY: web.AppKey[asyncio.Event] = web.AppKey("leader_wake", asyncio.Event)
 _PENDING_COLLECTION = (CollectionJobState.START, CollectionJobState.COLLECTING)
 # Tasks looked at for job creation per pass (those with new reports, from an index).
 MAX_CREATE_CANDIDATES = 10_000
+# The Helper's answers up to this size (a dozen reports or so) are processed in the
+# committing transaction, without a read transaction and VDAF work before it.
+SMALL_RESPONSE_BYTES = 1024
+# Far in the future: every pending collection job, whatever its next attempt time.
+_ANY_TIME = 1e300
+
+
+@dataclass
+class PendingWork:
+    """What one pass of the Leader's background loop works from, read in one snapshot
+    (`LeaderWorker.scan`) instead of one transaction per kind of work: the tasks with new
+    reports, the pending collection jobs (any due time), the tasks whose job creation
+    failed lately, and the earliest due time of the stored work."""
+
+    now: float
+    new_tasks: list[bytes]
+    collections: list[CollectionJobRecord]
+    task_work: dict[bytes, TaskWorkRecord]
+    due: float | None
 
 
 async def put_or_post_reports(request: web.Request) -> web.StreamResponse:
@@ -239,9 +259,14 @@ class LeaderWorker:
             try:
                 while True:
                     busy = False
+                    try:
+                        work: PendingWork | None = self.scan()
+                    except Exception:  # noqa: BLE001 - each step then reads for itself
+                        log.exception("leader: cannot read the pending work")
+                        work = None
                     for step in (self.step_jobs, self.create_jobs, self.drive_collections):
                         try:
-                            busy = await step() or busy
+                            busy = await step(work) or busy
                         except Exception:  # noqa: BLE001 - keep working; log and retry
                             log.exception("leader background step %s failed", step.__name__)
                     self.retention.maybe_run()
@@ -252,9 +277,16 @@ class LeaderWorker:
                         retry = min((m for m, _ in self.create_not_before.values()),
                                     default=None)
                         try:
-                            due = next_due(self.st.datastore, "leader", self.retention.next_at,
-                                           None if retry is None else self.st.clock()
-                                           + max(0.0, retry - time.monotonic()))
+                            # Nothing was done since the scan: its due time holds (or is
+                            # early: a look too many, never a wake-up missed; work stored
+                            # meanwhile wakes the worker).
+                            others = (self.retention.next_at,
+                                      None if retry is None else self.st.clock()
+                                      + max(0.0, retry - time.monotonic()))
+                            due = (next_due(self.st.datastore, "leader", *others)
+                                   if work is None else
+                                   min((t for t in (work.due, *others) if t is not None),
+                                       default=None))
                         except Exception:  # noqa: BLE001 - the datastore is unavailable
                             log.exception("leader: cannot read the next due time")
                             due = None
@@ -267,11 +299,21 @@ class LeaderWorker:
                 for t in list(self.in_flight):  # their leases expire; a restart resumes them
                     t.cancel()
 
+    def scan(self) -> PendingWork:
+        """The pending work, in one read-only snapshot (see `PendingWork`)."""
+        st = self.st
+        now = st.clock()
+        with st.datastore.read() as tx:
+            return PendingWork(now, tx.tasks_with_new_reports(MAX_CREATE_CANDIDATES),
+                               tx.list_collection_jobs(_PENDING_COLLECTION, _ANY_TIME),
+                               {bytes(w.task_id): w for w in tx.list_task_work()},
+                               tx.next_work_due("leader"))
+
     # aggregation job creation
-    async def create_jobs(self) -> bool:
+    async def create_jobs(self, pending: PendingWork | None = None) -> bool:
         """Turn new reports into a job per task, when a step slot would otherwise be idle:
         jobs are made as fast as the Helper takes them, and requests (uploads) are served
-        in between."""
+        in between. `pending`: this pass's scan (else read here)."""
         st = self.st
         cfg = st.config
         if len(self.in_flight) >= max(1, cfg.job_concurrency):
@@ -284,12 +326,13 @@ class LeaderWorker:
         now = st.clock()
         # Only the tasks with work, from indexes (not every task): new reports, or (a VDAF
         # with an aggregation parameter) collection jobs waiting for their aggregation.
-        with st.datastore.read() as tx:  # each task's creation then takes its lease
-            task_ids = tx.tasks_with_new_reports(MAX_CREATE_CANDIDATES)
-            task_ids += [bytes(j.task_id) for j in
-                         tx.list_collection_jobs((CollectionJobState.START,), 1e300)]
-            task_ids = sorted(set(task_ids))
-            failing = {tid: w for tid in task_ids if (w := tx.get_task_work(tid)) is not None}
+        # (Each task's creation then takes its lease.)
+        if pending is None:
+            pending = self.scan()
+        task_ids = sorted(set(pending.new_tasks).union(
+            bytes(j.task_id) for j in pending.collections
+            if j.state == CollectionJobState.START))
+        failing = pending.task_work
         mono = time.monotonic()
         self.create_not_before = {t: (m, c) for t, (m, c) in self.create_not_before.items()
                                   if m > mono and c > now}
@@ -370,13 +413,16 @@ class LeaderWorker:
             tx.release_lease(CREATE_JOBS, task_id, self.holder)
 
     # stepping aggregation jobs
-    async def step_jobs(self) -> bool:
+    async def step_jobs(self, pending: PendingWork | None = None) -> bool:
         """Start stepping jobs, up to `job_concurrency` in flight; does not wait for them
-        (they are in `in_flight`)."""
+        (they are in `in_flight`). `pending`: this pass's scan, whose due time spares the
+        acquiring transaction when no job can be due."""
         st = self.st
         free = max(1, st.config.job_concurrency) - len(self.in_flight)
         if free <= 0:
             return False
+        if pending is not None and (pending.due is None or pending.due > pending.now):
+            return False  # nothing due (jobs made or stepped since wake the worker)
         with st.datastore.transaction() as tx:
             jobs = tx.acquire_aggregation_jobs("leader", st.clock(), st.config.job_lease, free)
         for job in jobs:
@@ -458,10 +504,13 @@ class LeaderWorker:
             def process() -> bool | None:
                 # The VDAF work outside the transaction, which then checks and commits.
                 # (Read beside the writers: the commit below checks the lease, step and
-                # each report's stored state against these.)
-                with st.datastore.read() as tx:
-                    records = tx.get_report_aggregations(job.task_id, job.job_id)
-                prepared = core.prepare_job_response(task, job, records, content)
+                # each report's stored state against these.) A small answer's (a few
+                # reports) is done in the transaction: less than a read transaction.
+                prepared = None
+                if len(content) > SMALL_RESPONSE_BYTES:
+                    with st.datastore.read() as tx:
+                        records = tx.get_report_aggregations(job.task_id, job.job_id)
+                    prepared = core.prepare_job_response(task, job, records, content)
                 with st.datastore.transaction() as tx:
                     # Compare-and-set on the lease token: a worker whose lease expired
                     # (another process took the job) does not commit.
@@ -544,10 +593,14 @@ class LeaderWorker:
             pass
 
     # collection jobs
-    async def drive_collections(self) -> bool:
+    async def drive_collections(self, pending: PendingWork | None = None) -> bool:
+        """Drive the due collection jobs (`pending`: this pass's scan, else read here)."""
         st = self.st
-        with st.datastore.read() as tx:  # each is then leased (compare-and-set)
-            jobs = tx.list_collection_jobs(_PENDING_COLLECTION, st.clock())
+        if pending is None:
+            with st.datastore.read() as tx:  # each is then leased (compare-and-set)
+                jobs = tx.list_collection_jobs(_PENDING_COLLECTION, st.clock())
+        else:
+            jobs = [j for j in pending.collections if j.next_attempt_at <= pending.now]
         progressed = False
         for job in jobs:
             # One driver per collection job at a time (a lease: see _lease_collection).

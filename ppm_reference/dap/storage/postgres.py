@@ -1037,6 +1037,10 @@ class PostgresTransaction:
         return self._one(TaskWorkRecord, "SELECT task_id, attempts, next_attempt_at, error "
                          "FROM task_work WHERE task_id=%s", (bytes(task_id),))
 
+    def list_task_work(self) -> list[TaskWorkRecord]:
+        return self._all(TaskWorkRecord, "SELECT task_id, attempts, next_attempt_at, error "
+                         "FROM task_work", ())
+
     def put_task_work(self, record: TaskWorkRecord) -> None:
         self.c.execute("INSERT INTO task_work VALUES (%s,%s,%s,%s) ON CONFLICT (task_id) DO "
                        "UPDATE SET attempts=EXCLUDED.attempts, "

@@ -704,6 +704,9 @@ class SqliteTransaction:
         return self._one(TaskWorkRecord, "SELECT * FROM task_work WHERE task_id=?",
                          (bytes(task_id),))
 
+    def list_task_work(self) -> list[TaskWorkRecord]:
+        return self._all(TaskWorkRecord, "SELECT * FROM task_work", ())
+
     def put_task_work(self, record: TaskWorkRecord) -> None:
         self.c.execute("INSERT OR REPLACE INTO task_work VALUES (?,?,?,?)",
                        _bytes_tuple(record))
