@@ -266,13 +266,15 @@ def prepare_aggregation_jobs(task: AggregatorTask, keyring: Keyring,
 
 def create_aggregation_jobs(tx: Transaction, task: AggregatorTask, keyring: Keyring,
                             now: float, sizes: JobSizes, clock_skew: int, *, rng: Rng,
-                            prepared: PreparedReports | None = None
+                            prepared: PreparedReports | None = None,
+                            new_reports: Sequence[ClientReportRecord] | None = None
                             ) -> list[AggregationJobRecord]:
     """Turn uploaded reports into aggregation jobs. Fewer than `min_job_size` reports
     wait, unless the oldest has waited `straggler_age` seconds (stragglers do not stall
     collection). Job IDs and new leader-selected batch IDs are drawn from `rng`.
     `prepared` (from `prepare_aggregation_jobs`) spares the transaction the decryption
-    and VDAF work of the reports it covers.
+    and VDAF work of the reports it covers. `new_reports`: what `reports_ready` returned in this
+    same transaction (not read again).
 
     Reports uploaded into the interval of a pending time-interval collection job after
     its cutoff wait (`reports_ready`): the job completes the aggregation jobs already
@@ -289,10 +291,12 @@ def create_aggregation_jobs(tx: Transaction, task: AggregatorTask, keyring: Keyr
         # Only the prepared reports (the transaction does no VDAF work); the others wait
         # for the next pass. (-1: nothing could be prepared, no verification key: the
         # reports are failed below.)
-        reports = [r for r in reports_ready(tx, task, now, sizes)
+        reports = [r for r in (reports_ready(tx, task, now, sizes) if new_reports is None
+                                 else new_reports)
                    if bytes(r.report_id) in prepared[1]]
     else:
-        reports = reports_ready(tx, task, now, sizes)
+        reports = list(reports_ready(tx, task, now, sizes) if new_reports is None
+                       else new_reports)
     if not reports:
         return []
     vdaf = task.vdaf

@@ -78,6 +78,9 @@ MAX_CREATE_CANDIDATES = 10_000
 # The Helper's answers up to this size (a dozen reports or so) are processed in the
 # committing transaction, without a read transaction and VDAF work before it.
 SMALL_RESPONSE_BYTES = 1024
+# Up to this many new reports, a task's job is made in the transaction that reads them
+# (with the decryption and VDAF work: a short hold of the datastore), not in a second one.
+SMALL_CREATE_REPORTS = 16
 # Far in the future: every pending collection job, whatever its next attempt time.
 _ANY_TIME = 1e300
 
@@ -362,6 +365,18 @@ class LeaderWorker:
                         if not new and not agg_params.uses_agg_param(task):
                             tx.release_lease(CREATE_JOBS, tid, self.holder)
                             return 0
+                        if 0 < len(new) <= SMALL_CREATE_REPORTS \
+                                and not agg_params.uses_agg_param(task):
+                            # A few reports (many tasks, few reports each): their job is
+                            # made in this transaction, the VDAF work included, which
+                            # costs less than a second transaction.
+                            count = len(core.create_aggregation_jobs(
+                                tx, task, keyring, now, sizes, cfg.clock_skew, rng=st.rng,
+                                new_reports=new))
+                            if work is not None:
+                                tx.delete_task_work(tid)
+                            tx.release_lease(CREATE_JOBS, tid, self.holder)
+                            return count
                     prepared = None
                     if new:
                         # Decryption and VDAF preparation outside the transaction, which
