@@ -267,11 +267,20 @@ class LeaderWorker:
                     except Exception:  # noqa: BLE001 - each step then reads for itself
                         log.exception("leader: cannot read the pending work")
                         work = None
+                    stepped = False
                     for step in (self.step_jobs, self.create_jobs, self.drive_collections):
                         try:
-                            busy = await step(work) or busy
+                            done = await step(work)
                         except Exception:  # noqa: BLE001 - keep working; log and retry
                             log.exception("leader background step %s failed", step.__name__)
+                            continue
+                        # Jobs taken by step_jobs need no pass at once: it took every
+                        # due job a slot was free for, and each wakes the worker when
+                        # its step ends.
+                        if step == self.step_jobs:
+                            stepped = done
+                        else:
+                            busy = done or busy
                     self.retention.maybe_run()
                     if not busy:
                         # Due-time scheduling (dap.server.scheduling): sleep until the
@@ -280,14 +289,14 @@ class LeaderWorker:
                         retry = min((m for m, _ in self.create_not_before.values()),
                                     default=None)
                         try:
-                            # Nothing was done since the scan: its due time holds (or is
-                            # early: a look too many, never a wake-up missed; work stored
-                            # meanwhile wakes the worker).
+                            # Unless jobs were taken, nothing was done since the scan:
+                            # its due time holds (or is early: a look too many, never a
+                            # wake-up missed; work stored meanwhile wakes the worker).
                             others = (self.retention.next_at,
                                       None if retry is None else self.st.clock()
                                       + max(0.0, retry - time.monotonic()))
                             due = (next_due(self.st.datastore, "leader", *others)
-                                   if work is None else
+                                   if work is None or stepped else
                                    min((t for t in (work.due, *others) if t is not None),
                                        default=None))
                         except Exception:  # noqa: BLE001 - the datastore is unavailable
