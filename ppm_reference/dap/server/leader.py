@@ -289,16 +289,24 @@ class LeaderWorker:
                         retry = min((m for m, _ in self.create_not_before.values()),
                                     default=None)
                         try:
-                            # Unless jobs were taken, nothing was done since the scan:
-                            # its due time holds (or is early: a look too many, never a
-                            # wake-up missed; work stored meanwhile wakes the worker).
-                            others = (self.retention.next_at,
+                            others = [self.retention.next_at,
                                       None if retry is None else self.st.clock()
-                                      + max(0.0, retry - time.monotonic()))
-                            due = (next_due(self.st.datastore, "leader", *others)
-                                   if work is None or stepped else
-                                   min((t for t in (work.due, *others) if t is not None),
-                                       default=None))
+                                      + max(0.0, retry - time.monotonic())]
+                            if work is None:
+                                due = next_due(self.st.datastore, "leader", *others)
+                            else:
+                                if stepped:
+                                    # The scan's due time is that of the jobs just taken;
+                                    # the end of each one's step wakes the worker, and the
+                                    # next scan reads the due time again. Meanwhile: the
+                                    # collection jobs' (scanned) and the others.
+                                    others += [j.next_attempt_at for j in work.collections]
+                                else:
+                                    # Nothing was done since the scan: its due time holds
+                                    # (or is early: a look too many, never a wake-up
+                                    # missed; work stored meanwhile wakes the worker).
+                                    others.append(work.due)
+                                due = min((t for t in others if t is not None), default=None)
                         except Exception:  # noqa: BLE001 - the datastore is unavailable
                             log.exception("leader: cannot read the next due time")
                             due = None

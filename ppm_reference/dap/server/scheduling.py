@@ -52,9 +52,9 @@ class WorkNotifier(Protocol):
     def notify_work(self, role: str) -> None:
         """Work for `role`'s drivers was stored (an upload, a collection job)."""
 
-    def listen_work(self, role: str, callback: Callable[[], None]) -> None:
+    def listen_work(self, role: str, callback: Callable[[], None], own: bool = True) -> None:
         """Call `callback` (from any thread) whenever `notify_work(role)` is called by
-        any process."""
+        any process; not for this datastore's own notifications unless `own`."""
 
 
 class WorkEvent(asyncio.Event):
@@ -84,7 +84,9 @@ class WorkEvent(asyncio.Event):
         def wake() -> None:
             loop.call_soon_threadsafe(super(WorkEvent, self).set)
 
-        datastore.listen_work(self._role, wake)
+        # Not woken again by the echo of this process's own notifications (its handlers
+        # set this event already): a pass of the worker saved per upload.
+        datastore.listen_work(self._role, wake, own=False)
 
 
 async def sleep_until_work(wake: asyncio.Event, now: float, due: float | None,

@@ -1387,6 +1387,8 @@ class PostgresDatastore:
         self._notify_roles: set[str] = set()
         self._notifier: threading.Thread | None = None
         self._listeners: list[tuple[threading.Thread, threading.Event]] = []
+        # The server process of this datastore's notifying connection (listen_work(own=)).
+        self._notifier_pid = 0
         try:
             conn = psycopg.connect(url, connect_timeout=max(1, int(connect_timeout)),
                                    autocommit=False)
@@ -1598,6 +1600,7 @@ class PostgresDatastore:
                 try:
                     if conn is None or conn.closed:
                         conn = self._side_connect()
+                        self._notifier_pid = conn.info.backend_pid
                     for role in sorted(roles):
                         conn.execute("SELECT pg_notify(%s, current_schema())",
                                      (_channel(role),))
@@ -1611,11 +1614,13 @@ class PostgresDatastore:
             if conn is not None:
                 conn.close()
 
-    def listen_work(self, role: str, callback: Callable[[], None]) -> None:
+    def listen_work(self, role: str, callback: Callable[[], None], own: bool = True) -> None:
         """Call `callback` (from a thread of its own) whenever any process calls
-        `notify_work(role)` on this datastore (same database and schema)."""
+        `notify_work(role)` on this datastore (same database and schema); not for this
+        datastore's own notifications unless `own`."""
         ready = threading.Event()
-        thread = threading.Thread(target=self._listen_loop, args=(role, callback, ready),
+        thread = threading.Thread(target=self._listen_loop,
+                                  args=(role, callback, ready, own),
                                   daemon=True, name=f"ppm-pg-listen-{role}")
         with self._lock:
             if self._closed:
@@ -1632,7 +1637,7 @@ class PostgresDatastore:
                    for _, ready in list(self._listeners))
 
     def _listen_loop(self, role: str, callback: Callable[[], None],
-                     ready: threading.Event) -> None:
+                     ready: threading.Event, own: bool) -> None:
         failures = 0
         while not self._closed:
             try:
@@ -1646,7 +1651,9 @@ class PostgresDatastore:
                     failures = 0
                     while not self._closed:
                         for note in conn.notifies(timeout=0.5):
-                            if note.payload == mine and not _call(callback):
+                            if note.payload == mine \
+                                    and (own or note.pid != self._notifier_pid) \
+                                    and not _call(callback):
                                 return
             except psycopg.Error as exc:
                 if self._closed:
