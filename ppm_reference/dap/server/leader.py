@@ -259,16 +259,30 @@ class LeaderWorker:
             if isinstance(wake, WorkEvent):
                 wake.listen(self.st.datastore)  # other processes' notifications, if any
             cfg = self.st.config
+            quiet = woken = False
+            news = None
             try:
                 while True:
                     busy = False
-                    try:
-                        work: PendingWork | None = self.scan()
-                    except Exception:  # noqa: BLE001 - each step then reads for itself
-                        log.exception("leader: cannot read the pending work")
-                        work = None
+                    # A pass woken only by the end of a job step (no upload, collection
+                    # job or other process's notification since the last scan, which
+                    # found nothing to create or collect) takes the next due jobs, and
+                    # that is all: no scan.
+                    seen = getattr(wake, "news", None)
+                    light = woken and quiet and seen is not None and seen == news
+                    news = seen
+                    work: PendingWork | None = None
+                    if not light:
+                        try:
+                            work = self.scan()
+                        except Exception:  # noqa: BLE001 - each step then reads for itself
+                            log.exception("leader: cannot read the pending work")
+                        quiet = work is not None and not work.new_tasks \
+                            and not work.collections
                     stepped = False
-                    for step in (self.step_jobs, self.create_jobs, self.drive_collections):
+                    steps = (self.step_jobs,) if light else (
+                        self.step_jobs, self.create_jobs, self.drive_collections)
+                    for step in steps:
                         try:
                             done = await step(work)
                         except Exception:  # noqa: BLE001 - keep working; log and retry
@@ -292,7 +306,10 @@ class LeaderWorker:
                             others = [self.retention.next_at,
                                       None if retry is None else self.st.clock()
                                       + max(0.0, retry - time.monotonic())]
-                            if work is None:
+                            if light and stepped:
+                                due = min((t for t in others if t is not None),
+                                          default=None)  # (see below)
+                            elif work is None:
                                 due = next_due(self.st.datastore, "leader", *others)
                             else:
                                 if stepped:
@@ -310,10 +327,15 @@ class LeaderWorker:
                         except Exception:  # noqa: BLE001 - the datastore is unavailable
                             log.exception("leader: cannot read the next due time")
                             due = None
-                        if await sleep_until_work(wake, self.st.clock(), due,
-                                                  cfg.work_poll_interval, cfg.worker_interval):
-                            self.create_not_before.clear()  # woken: new work may be there
+                        woken = await sleep_until_work(wake, self.st.clock(), due,
+                                                       cfg.work_poll_interval,
+                                                       cfg.worker_interval)
+                        if woken and (news is None or getattr(wake, "news", None) != news):
+                            # Woken by news (not by the end of a step): new reports may
+                            # have come for the tasks that made no job.
+                            self.create_not_before.clear()
                     else:
+                        woken = False
                         await asyncio.sleep(0)
             finally:
                 for t in list(self.in_flight):  # their leases expire; a restart resumes them

@@ -66,8 +66,13 @@ class WorkEvent(asyncio.Event):
         super().__init__()
         self._notify = datastore.notify_work if isinstance(datastore, WorkNotifier) else None
         self._role = role
+        # Wake-ups that may bring new work (a handler's, another process's notification),
+        # counted: a worker woken by nothing else (`asyncio.Event.set`, e.g. at the end of
+        # one of its own steps) knows that nobody stored work since it looked.
+        self.news = 0
 
     def set(self) -> None:
+        self.news += 1
         super().set()
         if self._notify is not None:
             try:
@@ -81,8 +86,12 @@ class WorkEvent(asyncio.Event):
             return
         loop = asyncio.get_running_loop()
 
+        def noted() -> None:
+            self.news += 1
+            super(WorkEvent, self).set()
+
         def wake() -> None:
-            loop.call_soon_threadsafe(super(WorkEvent, self).set)
+            loop.call_soon_threadsafe(noted)
 
         # Not woken again by the echo of this process's own notifications (its handlers
         # set this event already): a pass of the worker saved per upload.
