@@ -267,14 +267,17 @@ def prepare_aggregation_jobs(task: AggregatorTask, keyring: Keyring,
 def create_aggregation_jobs(tx: Transaction, task: AggregatorTask, keyring: Keyring,
                             now: float, sizes: JobSizes, clock_skew: int, *, rng: Rng,
                             prepared: PreparedReports | None = None,
-                            new_reports: Sequence[ClientReportRecord] | None = None
+                            new_reports: Sequence[ClientReportRecord] | None = None,
+                            lease: tuple[bytes, float] | None = None
                             ) -> list[AggregationJobRecord]:
     """Turn uploaded reports into aggregation jobs. Fewer than `min_job_size` reports
     wait, unless the oldest has waited `straggler_age` seconds (stragglers do not stall
     collection). Job IDs and new leader-selected batch IDs are drawn from `rng`.
     `prepared` (from `prepare_aggregation_jobs`) spares the transaction the decryption
     and VDAF work of the reports it covers. `new_reports`: what `reports_ready` returned in this
-    same transaction (not read again).
+    same transaction (not read again). `lease`: (token, expiry) of a lease the new jobs
+    are stored with, as `Transaction.acquire_aggregation_jobs` would give them (the
+    caller steps them at once).
 
     Reports uploaded into the interval of a pending time-interval collection job after
     its cutoff wait (`reports_ready`): the job completes the aggregation jobs already
@@ -331,7 +334,8 @@ def create_aggregation_jobs(tx: Transaction, task: AggregatorTask, keyring: Keyr
         tx.set_report_states(tid, ids, ReportState.FAILED, error=error, drop_encodings=True)
     jobs = []
     for batch_id, chunk in _group(tx, task, ready, sizes.max_job_size, now, rng):
-        jobs.append(_store_job(tx, task, batch_id, chunk, now, rng, key_id, bounds))
+        jobs.append(_store_job(tx, task, batch_id, chunk, now, rng, key_id, bounds,
+                               lease=lease))
     return jobs
 
 
@@ -440,7 +444,8 @@ def _store_job(tx: Transaction, task: AggregatorTask, batch_id: bytes | None,
                chunk: Sequence[tuple[ClientReportRecord, Any, Continued]],
                now: float, rng: Rng, key_id: int,
                bounds: dict[bytes, int] | None = None,
-               agg_param: bytes = b"") -> AggregationJobRecord:
+               agg_param: bytes = b"",
+               lease: tuple[bytes, float] | None = None) -> AggregationJobRecord:
     tid = task.task_id
     job_id = rng.token_bytes(16)
     body = task.wire.encode_init_req(task, agg_param, batch_id,
@@ -449,6 +454,8 @@ def _store_job(tx: Transaction, task: AggregatorTask, batch_id: bytes | None,
     job = AggregationJobRecord(tid, job_id, "leader", AggregationJobState.ACTIVE, 0,
                                agg_param, batch_id, body, digest(body), created_at=now,
                                next_attempt_at=now)
+    if lease is not None:
+        job.lease_token, job.lease_expiry = lease
     tx.put_aggregation_job(job)
     vdaf = task.vdaf
     tx.put_report_aggregations([

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -280,18 +281,22 @@ class LeaderWorker:
                         quiet = work is not None and not work.new_tasks \
                             and not work.collections
                     stepped = False
-                    steps = (self.step_jobs,) if light else (
-                        self.step_jobs, self.create_jobs, self.drive_collections)
-                    for step in steps:
+                    for name in ("step_jobs",) if light else (
+                            "step_jobs", "create_jobs", "drive_collections"):
                         try:
-                            done = await step(work)
+                            if name == "step_jobs":
+                                done = await self.step_jobs(work)
+                            elif name == "create_jobs":
+                                done = await self.create_jobs(work, step_now=True)
+                            else:
+                                done = await self.drive_collections(work)
                         except Exception:  # noqa: BLE001 - keep working; log and retry
-                            log.exception("leader background step %s failed", step.__name__)
+                            log.exception("leader background step %s failed", name)
                             continue
                         # Jobs taken by step_jobs need no pass at once: it took every
                         # due job a slot was free for, and each wakes the worker when
                         # its step ends.
-                        if step == self.step_jobs:
+                        if name == "step_jobs":
                             stepped = done
                         else:
                             busy = done or busy
@@ -352,10 +357,13 @@ class LeaderWorker:
                                tx.next_work_due("leader"))
 
     # aggregation job creation
-    async def create_jobs(self, pending: PendingWork | None = None) -> bool:
+    async def create_jobs(self, pending: PendingWork | None = None,
+                          step_now: bool = False) -> bool:
         """Turn new reports into a job per task, when a step slot would otherwise be idle:
         jobs are made as fast as the Helper takes them, and requests (uploads) are served
-        in between. `pending`: this pass's scan (else read here)."""
+        in between. `pending`: this pass's scan (else read here). `step_now`: a job made
+        while a step slot is free is stored leased to this worker and stepped at once
+        (no acquiring transaction before its step)."""
         st = self.st
         cfg = st.config
         if len(self.in_flight) >= max(1, cfg.job_concurrency):
@@ -390,12 +398,18 @@ class LeaderWorker:
             # with backoff; the other tasks go on.
             try:
                 task = st.task(tid, Role.LEADER)
+                token = os.urandom(16) if step_now \
+                    and len(self.in_flight) < max(1, cfg.job_concurrency) else None
+                leased: list[AggregationJobRecord] = []
 
-                def create(task: Any = task, work: Any = work, tid: bytes = tid) -> int:
+                def create(task: Any = task, work: Any = work, tid: bytes = tid,
+                           token: bytes | None = token,
+                           leased: list[AggregationJobRecord] = leased) -> int:
                     # One creator per task at a time (a lease, so that a creator that
                     # dies holds nobody up for long); the commit below also re-reads the
                     # reports still new, so no report is ever put into two jobs.
                     now = st.clock()
+                    jobs: list[AggregationJobRecord] | None = None
                     with st.datastore.transaction() as tx:
                         if not tx.try_lease(CREATE_JOBS, tid, self.holder, now,
                                             cfg.job_lease):
@@ -409,13 +423,18 @@ class LeaderWorker:
                             # A few reports (many tasks, few reports each): their job is
                             # made in this transaction, the VDAF work included, which
                             # costs less than a second transaction.
-                            count = len(core.create_aggregation_jobs(
+                            jobs = core.create_aggregation_jobs(
                                 tx, task, keyring, now, sizes, cfg.clock_skew, rng=st.rng,
-                                new_reports=new))
+                                new_reports=new, lease=None if token is None
+                                else (token, st.clock() + cfg.job_lease))
                             if work is not None:
                                 tx.delete_task_work(tid)
                             tx.release_lease(CREATE_JOBS, tid, self.holder)
-                            return count
+                    if jobs is not None:
+                        # Committed: the jobs are this worker's (leased) to step.
+                        if token is not None:
+                            leased.extend(jobs)
+                        return len(jobs)
                     prepared = None
                     if new:
                         # Decryption and VDAF preparation outside the transaction, which
@@ -437,6 +456,7 @@ class LeaderWorker:
 
                 # In a worker thread, not on the event loop.
                 count = await st.offload(create)
+                self._start_steps(leased)
                 if count > 0:
                     created += count
                 else:
@@ -479,11 +499,15 @@ class LeaderWorker:
             return False  # nothing due (jobs made or stepped since wake the worker)
         with st.datastore.transaction() as tx:
             jobs = tx.acquire_aggregation_jobs("leader", st.clock(), st.config.job_lease, free)
+        self._start_steps(jobs)
+        return bool(jobs)
+
+    def _start_steps(self, jobs: list[AggregationJobRecord]) -> None:
+        """Step leased jobs, each in an asyncio task of `in_flight`."""
         for job in jobs:
             step = asyncio.create_task(self._step_job(job))
             self.in_flight.add(step)
             step.add_done_callback(self.in_flight.discard)
-        return bool(jobs)
 
     async def _step_job(self, job: AggregationJobRecord) -> None:
         async with self.sem:
