@@ -212,9 +212,12 @@ def create_aggregation_job(tx: Transaction, task: AggregatorTask, body: bytes,
                                role="helper", state=AggregationJobState.ACTIVE, step=0,
                                agg_param=req.agg_param,
                                batch_id=batch_id, request=body, request_hash=request_hash)
-    tx.put_aggregation_job(job)
-    if not asynchronous:
-        process_aggregation_job(tx, task, job, keyring, now, clock_skew, prepared=prepared)
+    if asynchronous:
+        tx.put_aggregation_job(job)
+    else:
+        # Stored once, processed (one statement: not inserted, then updated).
+        process_aggregation_job(tx, task, job, keyring, now, clock_skew, prepared=prepared,
+                                stored=False)
     return JobResult(job.job_id, job.response, job.step)
 
 
@@ -255,8 +258,9 @@ def prepare_aggregation_job(task: AggregatorTask, keyring: Keyring, body: bytes,
 
 
 def _reject_all(tx: Transaction, task: AggregatorTask, job: AggregationJobRecord,
-                req: Any, error: ReportError) -> None:
-    """Answer an init request by rejecting every report with ``error``."""
+                req: Any, error: ReportError, stored: bool = True) -> None:
+    """Answer an init request by rejecting every report with ``error`` (`stored`: see
+    `process_aggregation_job`)."""
     records = [ReportAggregationRecord(task.task_id, job.job_id, i, item.report_id, item.time,
                                        ReportAggregationState.REJECTED, error=int(error))
                for i, item in enumerate(req.items)]
@@ -264,14 +268,15 @@ def _reject_all(tx: Transaction, task: AggregatorTask, job: AggregationJobRecord
     job.response = task.wire.encode_job_resp([_reject(item.report_id, error)
                                               for item in req.items])
     job.state = AggregationJobState.FINISHED
-    tx.update_aggregation_job(job)
+    (tx.update_aggregation_job if stored else tx.put_aggregation_job)(job)
 
 
 def process_aggregation_job(tx: Transaction, task: AggregatorTask, job: AggregationJobRecord,
                             keyring: Keyring, now: float, clock_skew: int, *,
-                            prepared: PreparedInit | None = None) -> None:
+                            prepared: PreparedInit | None = None, stored: bool = True) -> None:
     """Compute the response to a stored init request and commit what finished (with the
-    decryption and preparation taken from `prepared` when given)."""
+    decryption and preparation taken from `prepared` when given). `stored=False`: the
+    job is new, stored here with its outcome."""
     if prepared is not None and prepared.request_hash != job.request_hash:
         prepared = None
     req = prepared.req if prepared is not None else task.wire.decode_init_req(task,
@@ -282,7 +287,7 @@ def process_aggregation_job(tx: Transaction, task: AggregatorTask, job: Aggregat
     if verify_key is None:
         # DAP-19 (#784): each report is rejected with unknown_verification_key_id, so that
         # the Leader may retry them under a key ID this Helper knows.
-        _reject_all(tx, task, job, req, ReportError.UNKNOWN_VERIFICATION_KEY_ID)
+        _reject_all(tx, task, job, req, ReportError.UNKNOWN_VERIFICATION_KEY_ID, stored)
         return
     responses: list[Resp | None] = []
     records: list[ReportAggregationRecord] = []
@@ -348,7 +353,7 @@ def process_aggregation_job(tx: Transaction, task: AggregatorTask, job: Aggregat
     job.state = (AggregationJobState.ACTIVE
                  if any(r.state == ReportAggregationState.ACTIVE for r in records)
                  else AggregationJobState.FINISHED)
-    tx.update_aggregation_job(job)
+    (tx.update_aggregation_job if stored else tx.put_aggregation_job)(job)
 
 
 def _reject(report_id: bytes, error: ReportError) -> Resp:

@@ -228,10 +228,15 @@ def reports_ready(tx: Transaction, task: AggregatorTask, now: float, sizes: JobS
     into the interval of a pending time-interval collection job after its cutoff wait
     (see `held_back_reports`)."""
     tid = task.task_id
-    reports = tx.list_new_reports(tid, sizes.max_job_size * sizes.jobs_per_pass,
-                                  held_back_reports(tx, task))
+    limit = sizes.max_job_size * sizes.jobs_per_pass
+    held = held_back_reports(tx, task)
+    reports = tx.list_new_reports(tid, limit, held)
     if reports and len(reports) < sizes.min_job_size:
-        age = tx.oldest_new_report_age(tid, now)
+        if not held and len(reports) < limit:
+            # Every new report is in the list, oldest (created_at) first: no query.
+            age: float | None = now - reports[0].created_at
+        else:
+            age = tx.oldest_new_report_age(tid, now)
         if age is None or age < sizes.straggler_age:
             return []
     return reports
@@ -261,13 +266,18 @@ def prepare_aggregation_jobs(task: AggregatorTask, keyring: Keyring,
 
 def create_aggregation_jobs(tx: Transaction, task: AggregatorTask, keyring: Keyring,
                             now: float, sizes: JobSizes, clock_skew: int, *, rng: Rng,
-                            prepared: PreparedReports | None = None
+                            prepared: PreparedReports | None = None,
+                            new_reports: Sequence[ClientReportRecord] | None = None,
+                            lease: tuple[bytes, float] | None = None
                             ) -> list[AggregationJobRecord]:
     """Turn uploaded reports into aggregation jobs. Fewer than `min_job_size` reports
     wait, unless the oldest has waited `straggler_age` seconds (stragglers do not stall
     collection). Job IDs and new leader-selected batch IDs are drawn from `rng`.
     `prepared` (from `prepare_aggregation_jobs`) spares the transaction the decryption
-    and VDAF work of the reports it covers.
+    and VDAF work of the reports it covers. `new_reports`: what `reports_ready` returned in this
+    same transaction (not read again). `lease`: (token, expiry) of a lease the new jobs
+    are stored with, as `Transaction.acquire_aggregation_jobs` would give them (the
+    caller steps them at once).
 
     Reports uploaded into the interval of a pending time-interval collection job after
     its cutoff wait (`reports_ready`): the job completes the aggregation jobs already
@@ -284,10 +294,12 @@ def create_aggregation_jobs(tx: Transaction, task: AggregatorTask, keyring: Keyr
         # Only the prepared reports (the transaction does no VDAF work); the others wait
         # for the next pass. (-1: nothing could be prepared, no verification key: the
         # reports are failed below.)
-        reports = [r for r in reports_ready(tx, task, now, sizes)
+        reports = [r for r in (reports_ready(tx, task, now, sizes) if new_reports is None
+                                 else new_reports)
                    if bytes(r.report_id) in prepared[1]]
     else:
-        reports = reports_ready(tx, task, now, sizes)
+        reports = list(reports_ready(tx, task, now, sizes) if new_reports is None
+                       else new_reports)
     if not reports:
         return []
     vdaf = task.vdaf
@@ -322,7 +334,8 @@ def create_aggregation_jobs(tx: Transaction, task: AggregatorTask, keyring: Keyr
         tx.set_report_states(tid, ids, ReportState.FAILED, error=error, drop_encodings=True)
     jobs = []
     for batch_id, chunk in _group(tx, task, ready, sizes.max_job_size, now, rng):
-        jobs.append(_store_job(tx, task, batch_id, chunk, now, rng, key_id, bounds))
+        jobs.append(_store_job(tx, task, batch_id, chunk, now, rng, key_id, bounds,
+                               lease=lease))
     return jobs
 
 
@@ -431,7 +444,8 @@ def _store_job(tx: Transaction, task: AggregatorTask, batch_id: bytes | None,
                chunk: Sequence[tuple[ClientReportRecord, Any, Continued]],
                now: float, rng: Rng, key_id: int,
                bounds: dict[bytes, int] | None = None,
-               agg_param: bytes = b"") -> AggregationJobRecord:
+               agg_param: bytes = b"",
+               lease: tuple[bytes, float] | None = None) -> AggregationJobRecord:
     tid = task.task_id
     job_id = rng.token_bytes(16)
     body = task.wire.encode_init_req(task, agg_param, batch_id,
@@ -440,6 +454,8 @@ def _store_job(tx: Transaction, task: AggregatorTask, batch_id: bytes | None,
     job = AggregationJobRecord(tid, job_id, "leader", AggregationJobState.ACTIVE, 0,
                                agg_param, batch_id, body, digest(body), created_at=now,
                                next_attempt_at=now)
+    if lease is not None:
+        job.lease_token, job.lease_expiry = lease
     tx.put_aggregation_job(job)
     vdaf = task.vdaf
     tx.put_report_aggregations([

@@ -15,7 +15,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import time
+from dataclasses import dataclass
 from typing import Any
 
 import aiohttp
@@ -74,6 +76,28 @@ WAKE_KEY: web.AppKey[asyncio.Event] = web.AppKey("leader_wake", asyncio.Event)
 _PENDING_COLLECTION = (CollectionJobState.START, CollectionJobState.COLLECTING)
 # Tasks looked at for job creation per pass (those with new reports, from an index).
 MAX_CREATE_CANDIDATES = 10_000
+# The Helper's answers up to this size (a dozen reports or so) are processed in the
+# committing transaction, without a read transaction and VDAF work before it.
+SMALL_RESPONSE_BYTES = 1024
+# Up to this many new reports, a task's job is made in the transaction that reads them
+# (with the decryption and VDAF work: a short hold of the datastore), not in a second one.
+SMALL_CREATE_REPORTS = 16
+# Far in the future: every pending collection job, whatever its next attempt time.
+_ANY_TIME = 1e300
+
+
+@dataclass
+class PendingWork:
+    """What one pass of the Leader's background loop works from, read in one snapshot
+    (`LeaderWorker.scan`) instead of one transaction per kind of work: the tasks with new
+    reports, the pending collection jobs (any due time), the tasks whose job creation
+    failed lately, and the earliest due time of the stored work."""
+
+    now: float
+    new_tasks: list[bytes]
+    collections: list[CollectionJobRecord]
+    task_work: dict[bytes, TaskWorkRecord]
+    due: float | None
 
 
 async def put_or_post_reports(request: web.Request) -> web.StreamResponse:
@@ -238,14 +262,46 @@ class LeaderWorker:
             if isinstance(wake, WorkEvent):
                 wake.listen(self.st.datastore)  # other processes' notifications, if any
             cfg = self.st.config
+            quiet = woken = False
+            news = None
             try:
                 while True:
                     busy = False
-                    for step in (self.step_jobs, self.create_jobs, self.drive_collections):
+                    # A pass woken only by the end of a job step (no upload, collection
+                    # job or other process's notification since the last scan, which
+                    # found nothing to create or collect) takes the next due jobs, and
+                    # that is all: no scan.
+                    seen = getattr(wake, "news", None)
+                    light = woken and quiet and seen is not None and seen == news
+                    news = seen
+                    work: PendingWork | None = None
+                    if not light:
                         try:
-                            busy = await step() or busy
+                            work = self.scan()
+                        except Exception:  # noqa: BLE001 - each step then reads for itself
+                            log.exception("leader: cannot read the pending work")
+                        quiet = work is not None and not work.new_tasks \
+                            and not work.collections
+                    stepped = False
+                    for name in ("step_jobs",) if light else (
+                            "step_jobs", "create_jobs", "drive_collections"):
+                        try:
+                            if name == "step_jobs":
+                                done = await self.step_jobs(work)
+                            elif name == "create_jobs":
+                                done = await self.create_jobs(work, step_now=True)
+                            else:
+                                done = await self.drive_collections(work)
                         except Exception:  # noqa: BLE001 - keep working; log and retry
-                            log.exception("leader background step %s failed", step.__name__)
+                            log.exception("leader background step %s failed", name)
+                            continue
+                        # Jobs taken by step_jobs need no pass at once: it took every
+                        # due job a slot was free for, and each wakes the worker when
+                        # its step ends.
+                        if name == "step_jobs":
+                            stepped = done
+                        else:
+                            busy = done or busy
                     self.retention.maybe_run()
                     if not busy:
                         # Due-time scheduling (dap.server.scheduling): sleep until the
@@ -254,26 +310,62 @@ class LeaderWorker:
                         retry = min((m for m, _ in self.create_not_before.values()),
                                     default=None)
                         try:
-                            due = next_due(self.st.datastore, "leader", self.retention.next_at,
-                                           None if retry is None else self.st.clock()
-                                           + max(0.0, retry - time.monotonic()))
+                            others = [self.retention.next_at,
+                                      None if retry is None else self.st.clock()
+                                      + max(0.0, retry - time.monotonic())]
+                            if light and stepped:
+                                due = min((t for t in others if t is not None),
+                                          default=None)  # (see below)
+                            elif work is None:
+                                due = next_due(self.st.datastore, "leader", *others)
+                            else:
+                                if stepped:
+                                    # The scan's due time is that of the jobs just taken;
+                                    # the end of each one's step wakes the worker, and the
+                                    # next scan reads the due time again. Meanwhile: the
+                                    # collection jobs' (scanned) and the others.
+                                    others += [j.next_attempt_at for j in work.collections]
+                                else:
+                                    # Nothing was done since the scan: its due time holds
+                                    # (or is early: a look too many, never a wake-up
+                                    # missed; work stored meanwhile wakes the worker).
+                                    others.append(work.due)
+                                due = min((t for t in others if t is not None), default=None)
                         except Exception:  # noqa: BLE001 - the datastore is unavailable
                             log.exception("leader: cannot read the next due time")
                             due = None
-                        if await sleep_until_work(wake, self.st.clock(), due,
-                                                  cfg.work_poll_interval, cfg.worker_interval):
-                            self.create_not_before.clear()  # woken: new work may be there
+                        woken = await sleep_until_work(wake, self.st.clock(), due,
+                                                       cfg.work_poll_interval,
+                                                       cfg.worker_interval)
+                        if woken and (news is None or getattr(wake, "news", None) != news):
+                            # Woken by news (not by the end of a step): new reports may
+                            # have come for the tasks that made no job.
+                            self.create_not_before.clear()
                     else:
+                        woken = False
                         await asyncio.sleep(0)
             finally:
                 for t in list(self.in_flight):  # their leases expire; a restart resumes them
                     t.cancel()
 
+    def scan(self) -> PendingWork:
+        """The pending work, in one read-only snapshot (see `PendingWork`)."""
+        st = self.st
+        now = st.clock()
+        with st.datastore.read() as tx:
+            return PendingWork(now, tx.tasks_with_new_reports(MAX_CREATE_CANDIDATES),
+                               tx.list_collection_jobs(_PENDING_COLLECTION, _ANY_TIME),
+                               {bytes(w.task_id): w for w in tx.list_task_work()},
+                               tx.next_work_due("leader"))
+
     # aggregation job creation
-    async def create_jobs(self) -> bool:
+    async def create_jobs(self, pending: PendingWork | None = None,
+                          step_now: bool = False) -> bool:
         """Turn new reports into a job per task, when a step slot would otherwise be idle:
         jobs are made as fast as the Helper takes them, and requests (uploads) are served
-        in between."""
+        in between. `pending`: this pass's scan (else read here). `step_now`: a job made
+        while a step slot is free is stored leased to this worker and stepped at once
+        (no acquiring transaction before its step)."""
         st = self.st
         cfg = st.config
         if len(self.in_flight) >= max(1, cfg.job_concurrency):
@@ -286,12 +378,13 @@ class LeaderWorker:
         now = st.clock()
         # Only the tasks with work, from indexes (not every task): new reports, or (a VDAF
         # with an aggregation parameter) collection jobs waiting for their aggregation.
-        with st.datastore.read() as tx:  # each task's creation then takes its lease
-            task_ids = tx.tasks_with_new_reports(MAX_CREATE_CANDIDATES)
-            task_ids += [bytes(j.task_id) for j in
-                         tx.list_collection_jobs((CollectionJobState.START,), 1e300)]
-            task_ids = sorted(set(task_ids))
-            failing = {tid: w for tid in task_ids if (w := tx.get_task_work(tid)) is not None}
+        # (Each task's creation then takes its lease.)
+        if pending is None:
+            pending = self.scan()
+        task_ids = sorted(set(pending.new_tasks).union(
+            bytes(j.task_id) for j in pending.collections
+            if j.state == CollectionJobState.START))
+        failing = pending.task_work
         mono = time.monotonic()
         self.create_not_before = {t: (m, c) for t, (m, c) in self.create_not_before.items()
                                   if m > mono and c > now}
@@ -307,12 +400,18 @@ class LeaderWorker:
             # with backoff; the other tasks go on.
             try:
                 task = st.task(tid, Role.LEADER)
+                token = os.urandom(16) if step_now \
+                    and len(self.in_flight) < max(1, cfg.job_concurrency) else None
+                leased: list[AggregationJobRecord] = []
 
-                def create(task: Any = task, work: Any = work, tid: bytes = tid) -> int:
+                def create(task: Any = task, work: Any = work, tid: bytes = tid,
+                           token: bytes | None = token,
+                           leased: list[AggregationJobRecord] = leased) -> int:
                     # One creator per task at a time (a lease, so that a creator that
                     # dies holds nobody up for long); the commit below also re-reads the
                     # reports still new, so no report is ever put into two jobs.
                     now = st.clock()
+                    jobs: list[AggregationJobRecord] | None = None
                     with st.datastore.transaction() as tx:
                         if not tx.try_lease(CREATE_JOBS, tid, self.holder, now,
                                             cfg.job_lease):
@@ -321,6 +420,23 @@ class LeaderWorker:
                         if not new and not agg_params.uses_agg_param(task):
                             tx.release_lease(CREATE_JOBS, tid, self.holder)
                             return 0
+                        if 0 < len(new) <= SMALL_CREATE_REPORTS \
+                                and not agg_params.uses_agg_param(task):
+                            # A few reports (many tasks, few reports each): their job is
+                            # made in this transaction, the VDAF work included, which
+                            # costs less than a second transaction.
+                            jobs = core.create_aggregation_jobs(
+                                tx, task, keyring, now, sizes, cfg.clock_skew, rng=st.rng,
+                                new_reports=new, lease=None if token is None
+                                else (token, st.clock() + cfg.job_lease))
+                            if work is not None:
+                                tx.delete_task_work(tid)
+                            tx.release_lease(CREATE_JOBS, tid, self.holder)
+                    if jobs is not None:
+                        # Committed: the jobs are this worker's (leased) to step.
+                        if token is not None:
+                            leased.extend(jobs)
+                        return len(jobs)
                     prepared = None
                     if new:
                         # Decryption and VDAF preparation outside the transaction, which
@@ -342,6 +458,7 @@ class LeaderWorker:
 
                 # In a worker thread, not on the event loop.
                 count = await st.offload(create)
+                self._start_steps(leased)
                 if count > 0:
                     created += count
                 else:
@@ -372,20 +489,27 @@ class LeaderWorker:
             tx.release_lease(CREATE_JOBS, task_id, self.holder)
 
     # stepping aggregation jobs
-    async def step_jobs(self) -> bool:
+    async def step_jobs(self, pending: PendingWork | None = None) -> bool:
         """Start stepping jobs, up to `job_concurrency` in flight; does not wait for them
-        (they are in `in_flight`)."""
+        (they are in `in_flight`). `pending`: this pass's scan, whose due time spares the
+        acquiring transaction when no job can be due."""
         st = self.st
         free = max(1, st.config.job_concurrency) - len(self.in_flight)
         if free <= 0:
             return False
+        if pending is not None and (pending.due is None or pending.due > pending.now):
+            return False  # nothing due (jobs made or stepped since wake the worker)
         with st.datastore.transaction() as tx:
             jobs = tx.acquire_aggregation_jobs("leader", st.clock(), st.config.job_lease, free)
+        self._start_steps(jobs)
+        return bool(jobs)
+
+    def _start_steps(self, jobs: list[AggregationJobRecord]) -> None:
+        """Step leased jobs, each in an asyncio task of `in_flight`."""
         for job in jobs:
             step = asyncio.create_task(self._step_job(job))
             self.in_flight.add(step)
             step.add_done_callback(self.in_flight.discard)
-        return bool(jobs)
 
     async def _step_job(self, job: AggregationJobRecord) -> None:
         async with self.sem:
@@ -460,10 +584,13 @@ class LeaderWorker:
             def process() -> bool | None:
                 # The VDAF work outside the transaction, which then checks and commits.
                 # (Read beside the writers: the commit below checks the lease, step and
-                # each report's stored state against these.)
-                with st.datastore.read() as tx:
-                    records = tx.get_report_aggregations(job.task_id, job.job_id)
-                prepared = core.prepare_job_response(task, job, records, content)
+                # each report's stored state against these.) A small answer's (a few
+                # reports) is done in the transaction: less than a read transaction.
+                prepared = None
+                if len(content) > SMALL_RESPONSE_BYTES:
+                    with st.datastore.read() as tx:
+                        records = tx.get_report_aggregations(job.task_id, job.job_id)
+                    prepared = core.prepare_job_response(task, job, records, content)
                 with st.datastore.transaction() as tx:
                     # Compare-and-set on the lease token: a worker whose lease expired
                     # (another process took the job) does not commit.
@@ -546,10 +673,14 @@ class LeaderWorker:
             pass
 
     # collection jobs
-    async def drive_collections(self) -> bool:
+    async def drive_collections(self, pending: PendingWork | None = None) -> bool:
+        """Drive the due collection jobs (`pending`: this pass's scan, else read here)."""
         st = self.st
-        with st.datastore.read() as tx:  # each is then leased (compare-and-set)
-            jobs = tx.list_collection_jobs(_PENDING_COLLECTION, st.clock())
+        if pending is None:
+            with st.datastore.read() as tx:  # each is then leased (compare-and-set)
+                jobs = tx.list_collection_jobs(_PENDING_COLLECTION, st.clock())
+        else:
+            jobs = [j for j in pending.collections if j.next_attempt_at <= pending.now]
         progressed = False
         for job in jobs:
             # One driver per collection job at a time (a lease: see _lease_collection).

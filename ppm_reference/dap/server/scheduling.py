@@ -52,9 +52,9 @@ class WorkNotifier(Protocol):
     def notify_work(self, role: str) -> None:
         """Work for `role`'s drivers was stored (an upload, a collection job)."""
 
-    def listen_work(self, role: str, callback: Callable[[], None]) -> None:
+    def listen_work(self, role: str, callback: Callable[[], None], own: bool = True) -> None:
         """Call `callback` (from any thread) whenever `notify_work(role)` is called by
-        any process."""
+        any process; not for this datastore's own notifications unless `own`."""
 
 
 class WorkEvent(asyncio.Event):
@@ -66,8 +66,13 @@ class WorkEvent(asyncio.Event):
         super().__init__()
         self._notify = datastore.notify_work if isinstance(datastore, WorkNotifier) else None
         self._role = role
+        # Wake-ups that may bring new work (a handler's, another process's notification),
+        # counted: a worker woken by nothing else (`asyncio.Event.set`, e.g. at the end of
+        # one of its own steps) knows that nobody stored work since it looked.
+        self.news = 0
 
     def set(self) -> None:
+        self.news += 1
         super().set()
         if self._notify is not None:
             try:
@@ -81,10 +86,16 @@ class WorkEvent(asyncio.Event):
             return
         loop = asyncio.get_running_loop()
 
-        def wake() -> None:
-            loop.call_soon_threadsafe(super(WorkEvent, self).set)
+        def noted() -> None:
+            self.news += 1
+            super(WorkEvent, self).set()
 
-        datastore.listen_work(self._role, wake)
+        def wake() -> None:
+            loop.call_soon_threadsafe(noted)
+
+        # Not woken again by the echo of this process's own notifications (its handlers
+        # set this event already): a pass of the worker saved per upload.
+        datastore.listen_work(self._role, wake, own=False)
 
 
 async def sleep_until_work(wake: asyncio.Event, now: float, due: float | None,

@@ -1047,6 +1047,10 @@ class PostgresTransaction:
         return self._one(TaskWorkRecord, "SELECT task_id, attempts, next_attempt_at, error "
                          "FROM task_work WHERE task_id=%s", (bytes(task_id),))
 
+    def list_task_work(self) -> list[TaskWorkRecord]:
+        return self._all(TaskWorkRecord, "SELECT task_id, attempts, next_attempt_at, error "
+                         "FROM task_work", ())
+
     def put_task_work(self, record: TaskWorkRecord) -> None:
         self.c.execute("INSERT INTO task_work VALUES (%s,%s,%s,%s) ON CONFLICT (task_id) DO "
                        "UPDATE SET attempts=EXCLUDED.attempts, "
@@ -1394,6 +1398,8 @@ class PostgresDatastore:
         self._notify_roles: set[str] = set()
         self._notifier: threading.Thread | None = None
         self._listeners: list[tuple[threading.Thread, threading.Event]] = []
+        # The server process of this datastore's notifying connection (listen_work(own=)).
+        self._notifier_pid = 0
         try:
             conn = psycopg.connect(url, connect_timeout=max(1, int(connect_timeout)),
                                    autocommit=False)
@@ -1605,6 +1611,7 @@ class PostgresDatastore:
                 try:
                     if conn is None or conn.closed:
                         conn = self._side_connect()
+                        self._notifier_pid = conn.info.backend_pid
                     for role in sorted(roles):
                         conn.execute("SELECT pg_notify(%s, current_schema())",
                                      (_channel(role),))
@@ -1618,11 +1625,13 @@ class PostgresDatastore:
             if conn is not None:
                 conn.close()
 
-    def listen_work(self, role: str, callback: Callable[[], None]) -> None:
+    def listen_work(self, role: str, callback: Callable[[], None], own: bool = True) -> None:
         """Call `callback` (from a thread of its own) whenever any process calls
-        `notify_work(role)` on this datastore (same database and schema)."""
+        `notify_work(role)` on this datastore (same database and schema); not for this
+        datastore's own notifications unless `own`."""
         ready = threading.Event()
-        thread = threading.Thread(target=self._listen_loop, args=(role, callback, ready),
+        thread = threading.Thread(target=self._listen_loop,
+                                  args=(role, callback, ready, own),
                                   daemon=True, name=f"ppm-pg-listen-{role}")
         with self._lock:
             if self._closed:
@@ -1639,7 +1648,7 @@ class PostgresDatastore:
                    for _, ready in list(self._listeners))
 
     def _listen_loop(self, role: str, callback: Callable[[], None],
-                     ready: threading.Event) -> None:
+                     ready: threading.Event, own: bool) -> None:
         failures = 0
         while not self._closed:
             try:
@@ -1653,7 +1662,9 @@ class PostgresDatastore:
                     failures = 0
                     while not self._closed:
                         for note in conn.notifies(timeout=0.5):
-                            if note.payload == mine and not _call(callback):
+                            if note.payload == mine \
+                                    and (own or note.pid != self._notifier_pid) \
+                                    and not _call(callback):
                                 return
             except psycopg.Error as exc:
                 if self._closed:

@@ -704,6 +704,9 @@ class SqliteTransaction:
         return self._one(TaskWorkRecord, "SELECT * FROM task_work WHERE task_id=?",
                          (bytes(task_id),))
 
+    def list_task_work(self) -> list[TaskWorkRecord]:
+        return self._all(TaskWorkRecord, "SELECT * FROM task_work", ())
+
     def put_task_work(self, record: TaskWorkRecord) -> None:
         self.c.execute("INSERT OR REPLACE INTO task_work VALUES (?,?,?,?)",
                        _bytes_tuple(record))
@@ -736,17 +739,17 @@ class SqliteTransaction:
                        (kind, bytes(key), bytes(holder)))
 
     def tasks_with_new_reports(self, limit: int) -> list[bytes]:
-        # A loose index scan of client_reports_new_tasks: one probe per task with work.
-        out: list[bytes] = []
-        last = b""
-        while len(out) < limit:
-            row = self.c.execute("SELECT MIN(task_id) FROM client_reports WHERE state=? AND "
-                                 "task_id>?", (ReportState.NEW, last)).fetchone()
-            if row is None or row[0] is None:
-                break
-            last = bytes(row[0])
-            out.append(last)
-        return out
+        # A loose index scan of client_reports_new_tasks: one probe per task with work, in
+        # one statement (a recursive query, evaluated only as far as the LIMIT asks).
+        rows = self.c.execute(
+            "WITH RECURSIVE t(task_id) AS ("
+            " SELECT MIN(task_id) FROM client_reports WHERE state=?1"
+            " UNION ALL"
+            " SELECT (SELECT MIN(c.task_id) FROM client_reports c WHERE c.state=?1 AND"
+            " c.task_id>t.task_id) FROM t WHERE t.task_id IS NOT NULL)"
+            " SELECT task_id FROM t WHERE task_id IS NOT NULL LIMIT ?2",
+            (ReportState.NEW, max(0, limit))).fetchall()
+        return [bytes(row[0]) for row in rows]
 
     def next_work_due(self, role: str) -> float | None:
         times = [self.c.execute(

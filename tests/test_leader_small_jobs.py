@@ -1,0 +1,202 @@
+"""The Leader's fixed per-job costs with many tasks of a few reports each (issue 14): one
+read snapshot per pass of the background loop (`LeaderWorker.scan`), a task's few
+reports made into a job in the transaction that reads them, a job made while a step slot
+is free stored leased to the worker, wake-ups counted by `WorkEvent.news`, and the
+storage operations they use (`list_task_work`, `tasks_with_new_reports`), on every
+backend (`backend`: a SQLite file, or a fresh schema of the session's PostgreSQL
+database)."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from ppm_reference.dap.common import Role
+from ppm_reference.dap.hpke import generate_keypair
+from ppm_reference.dap.profiles.dap18.client import generate_report
+from ppm_reference.dap.profiles.dap18.messages import UploadRequest
+from ppm_reference.dap.provision import new_task
+from ppm_reference.dap.server import leader as leader_server
+from ppm_reference.dap.server.app import build_app
+from ppm_reference.dap.server.common import STATE_KEY
+from ppm_reference.dap.server.config import AggregatorConfig
+from ppm_reference.dap.server.scheduling import WorkEvent
+from ppm_reference.dap.storage import (
+    AggregationJobRecord,
+    ClientReportRecord,
+    HpkeKeyRecord,
+    HpkeKeyState,
+    ReportState,
+    TaskWorkRecord,
+)
+from ppm_reference.dap.storage import open_datastore as open_any_datastore
+from ppm_reference.vdaf.prio3 import Prio3Count
+from tests.pg_harness import BACKENDS
+
+pytestmark = pytest.mark.parametrize("backend", BACKENDS)
+
+
+def _datastore(spec: str) -> Any:
+    return open_any_datastore(spec, key_from_env=False)
+
+
+def test_list_task_work_and_tasks_with_new_reports(datastore_spec: Callable[[str], str],
+                                                   backend: str) -> None:
+    ds = _datastore(datastore_spec("store"))
+    rng = random.Random(3)
+    tids = sorted({rng.randbytes(32) for _ in range(40)})
+    try:
+        with ds.transaction() as tx:
+            reports = [ClientReportRecord(t, rng.randbytes(16), 60, b"r")
+                       for t in tids for _ in range(1 + tids.index(t) % 3)]
+            tx.put_client_reports(reports)
+            # Two tasks have no new report left.
+            for gone in (tids[0], tids[7]):
+                tx.set_report_states(gone, [r.report_id for r in reports if r.task_id == gone],
+                                     ReportState.FAILED)
+            assert tx.list_task_work() == []
+            tx.put_task_work(TaskWorkRecord(tids[3], 2, 123.0, "boom"))
+            tx.put_task_work(TaskWorkRecord(tids[9], 1, 45.0, "bang"))
+        with ds.read() as tx:
+            new = [t for t in tids if t not in (tids[0], tids[7])]
+            assert tx.tasks_with_new_reports(1000) == new
+            assert tx.tasks_with_new_reports(5) == new[:5]
+            assert tx.tasks_with_new_reports(0) == []
+            work = {bytes(w.task_id): (w.attempts, w.next_attempt_at, w.error)
+                    for w in tx.list_task_work()}
+            assert work == {tids[3]: (2, 123.0, "boom"), tids[9]: (1, 45.0, "bang")}
+    finally:
+        ds.close()
+
+
+def _leader(spec: Callable[[str], str], n_tasks: int, per_task: int
+            ) -> tuple[Any, Any, list[Any]]:
+    """A Leader app (no background work) on a fresh datastore with `n_tasks` tasks of
+    `per_task` new reports each."""
+    path = spec("leader")
+    vdaf = Prio3Count(2)
+    keys = {"leader": generate_keypair(1), "helper": generate_keypair(2)}
+    tasks = [new_task(vdaf, "http://127.0.0.1:9/", "http://127.0.0.1:9/", min_batch_size=1,
+                      time_precision=60) for _ in range(n_tasks)]
+    ds = _datastore(path)
+    try:
+        with ds.transaction() as tx:
+            for pt in tasks:
+                tx.put_task(pt.record("leader"))
+            key = keys["leader"]
+            tx.put_hpke_key(HpkeKeyRecord(key.config.id, key.config.encode(),
+                                          key.private_key, HpkeKeyState.ACTIVE, time.time()))
+    finally:
+        ds.close()
+    # min_job_size above the reports per task: their jobs are stragglers' (age 0).
+    config = AggregatorConfig(role="leader", datastore=path, sqlite_synchronous="OFF",
+                              min_job_size=50, max_job_size=100, straggler_age=0.0,
+                              job_concurrency=2)
+    app = build_app(config, background=False)
+    st = app[STATE_KEY]
+    rng = random.Random(5)
+    now = int(time.time()) // 60
+    for pt in tasks:
+        reports = [generate_report(pt.task, rng.randrange(2), time=now,
+                                   leader_hpke_config=keys["leader"].config,
+                                   helper_hpke_config=keys["helper"].config, vdaf=vdaf)
+                   for _ in range(per_task)]
+        task = st.task(pt.task.task_id, Role.LEADER)
+        assert leader_server.store_upload(st, task, st.keyring(),
+                                          UploadRequest(tuple(reports)).encode()) == []
+    return app, st, tasks
+
+
+def _close(app: Any) -> None:
+    app[STATE_KEY].close()
+    app[STATE_KEY].datastore.close()
+
+
+def test_scan_then_small_jobs_made_and_leased(datastore_spec: Callable[[str], str],
+                                              backend: str) -> None:
+    """The scan sees every task with new reports; a pass makes one job per task (a few
+    reports: one transaction each); with `step_now`, the jobs made while a step slot is
+    free are stored leased to the worker and handed to it, the others are left for
+    `acquire_aggregation_jobs`."""
+    app, st, tasks = _leader(datastore_spec, n_tasks=4, per_task=3)
+    try:
+        worker = leader_server.LeaderWorker(app, st)
+        ids = sorted(bytes(pt.task.task_id) for pt in tasks)
+        with st.datastore.transaction() as tx:
+            tx.put_task_work(TaskWorkRecord(ids[1], 1, 0.0, "an old failure"))
+        pending = worker.scan()
+        assert pending.new_tasks == ids
+        assert pending.collections == [] and set(pending.task_work) == {ids[1]}
+        assert pending.due is None  # no job yet
+        started: list[AggregationJobRecord] = []
+
+        def start(jobs: list[AggregationJobRecord]) -> None:
+            started.extend(jobs)
+            # Two slots: the first two jobs are taken (as a step in flight would be).
+            worker.in_flight.update(asyncio.Future() for _ in jobs)
+
+        worker._start_steps = start  # type: ignore[method-assign]
+        assert asyncio.run(worker.create_jobs(pending, step_now=True))
+        assert len(started) == 2
+        now = st.clock()
+        with st.datastore.transaction() as tx:
+            jobs = {}
+            for tid in ids:
+                assert tx.count_reports(tid, (ReportState.NEW,)) == 0
+                assert tx.count_reports(tid, (ReportState.IN_JOB,)) == 3
+            for job in started:
+                stored = tx.get_leased_aggregation_job(job.task_id, job.job_id,
+                                                       job.lease_token)
+                assert stored is not None and len(job.lease_token) == 16
+                assert stored.lease_expiry > now and stored.step == 0
+                assert stored.request == job.request
+                jobs[bytes(job.task_id)] = stored
+            # The leased jobs are not acquired again; the two others are.
+            acquired = tx.acquire_aggregation_jobs("leader", now, 60.0, 10)
+            assert len(acquired) == 2
+            assert not {bytes(j.task_id) for j in acquired} & set(jobs)
+            # The task's recorded failure was cleared by its creation.
+            assert tx.list_task_work() == []
+        # The next scan finds nothing to create; its due time is the leases' expiry.
+        again = worker.scan()
+        assert again.new_tasks == [] and again.due is not None and again.due > now
+    finally:
+        _close(app)
+
+
+def test_create_jobs_called_alone_only_creates(datastore_spec: Callable[[str], str],
+                                               backend: str) -> None:
+    """Without `step_now` (direct callers), jobs are made unleased and nothing is
+    stepped."""
+    app, st, tasks = _leader(datastore_spec, n_tasks=2, per_task=2)
+    try:
+        worker = leader_server.LeaderWorker(app, st)
+        assert asyncio.run(worker.create_jobs())
+        assert not worker.in_flight
+        with st.datastore.transaction() as tx:
+            acquired = tx.acquire_aggregation_jobs("leader", st.clock(), 60.0, 10)
+        assert sorted(bytes(j.task_id) for j in acquired) == sorted(
+            bytes(pt.task.task_id) for pt in tasks)
+    finally:
+        _close(app)
+
+
+def test_work_event_counts_news_not_a_workers_own_wakeups(backend: str) -> None:
+    if backend != "sqlite":
+        pytest.skip("no datastore involved")
+
+    async def run() -> None:
+        event = WorkEvent()
+        assert event.news == 0
+        event.set()                      # a handler: an upload, a collection job
+        assert event.news == 1 and event.is_set()
+        event.clear()
+        asyncio.Event.set(event)         # a worker's own wake-up (end of a job step)
+        assert event.news == 1 and event.is_set()
+
+    asyncio.run(run())
