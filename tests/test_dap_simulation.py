@@ -321,6 +321,15 @@ class FakeBody:
         self._delay = delay
         self._chunk = chunk
 
+    def is_eof(self) -> bool:
+        """Whether the whole body is in (aiohttp: it came with the header); a slow body
+        is not."""
+        return not self._delay
+
+    def read_nowait(self) -> bytes:
+        out, self._body = self._body, b""
+        return out
+
     async def readany(self) -> bytes:
         if self._delay:
             await asyncio.sleep(self._delay)

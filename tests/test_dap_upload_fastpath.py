@@ -101,7 +101,10 @@ def test_bodies_whole_or_arriving_are_read_and_limited(tmp_path: Path,
                 status, _, answer = await _raw(pair.leader_port, [head + body] if not pause
                                                else [head, body], pause)
                 assert (status, answer) == (200, b""), (chunked, pause, answer)
-                assert bool(waits) == bool(pause)
+                # A body sent 0.2 s after its header is awaited. (One sent with it is
+                # usually taken at once, but the server may read the header alone: not
+                # asserted, it depends on the machine's load.)
+                assert bool(waits) or not pause
             assert _stored(pair, pt.task.task_id) == 4
 
             big = b"\x00" * 3000
@@ -110,7 +113,7 @@ def test_bodies_whole_or_arriving_are_read_and_limited(tmp_path: Path,
                 waits.clear()
                 status, headers, answer = await _raw(pair.leader_port, [head + body]
                                                      if not pause else [head, body], pause)
-                assert bool(waits) == bool(pause)
+                assert bool(waits) or not pause
                 assert status == 413
                 assert headers["content-type"] == PROBLEM_MEDIA_TYPE
                 assert "2048" in json.loads(answer)["detail"]
