@@ -38,13 +38,12 @@ from ppm_reference.dap.storage import open_datastore as open_any_datastore
 from ppm_reference.vdaf.prio3 import Prio3Count
 from tests.pg_harness import BACKENDS
 
-pytestmark = pytest.mark.parametrize("backend", BACKENDS)
-
 
 def _datastore(spec: str) -> Any:
     return open_any_datastore(spec, key_from_env=False)
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
 def test_list_task_work_and_tasks_with_new_reports(datastore_spec: Callable[[str], str],
                                                    backend: str) -> None:
     ds = _datastore(datastore_spec("store"))
@@ -117,6 +116,7 @@ def _close(app: Any) -> None:
     app[STATE_KEY].datastore.close()
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
 def test_scan_then_small_jobs_made_and_leased(datastore_spec: Callable[[str], str],
                                               backend: str) -> None:
     """The scan sees every task with new reports; a pass makes one job per task (a few
@@ -169,6 +169,7 @@ def test_scan_then_small_jobs_made_and_leased(datastore_spec: Callable[[str], st
         _close(app)
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
 def test_create_jobs_called_alone_only_creates(datastore_spec: Callable[[str], str],
                                                backend: str) -> None:
     """Without `step_now` (direct callers), jobs are made unleased and nothing is
@@ -186,9 +187,7 @@ def test_create_jobs_called_alone_only_creates(datastore_spec: Callable[[str], s
         _close(app)
 
 
-def test_work_event_counts_news_not_a_workers_own_wakeups(backend: str) -> None:
-    if backend != "sqlite":
-        pytest.skip("no datastore involved")
+def test_work_event_counts_news_not_a_workers_own_wakeups() -> None:
 
     async def run() -> None:
         event = WorkEvent()
