@@ -205,12 +205,14 @@ class Refused(Exception):
 
 class Server:
     def __init__(self, role: str, port: int, workdir: Path, datastore: str,
-                 synchronous: str, extra: dict[str, Any]) -> None:
+                 synchronous: str, extra: dict[str, Any], name: str | None = None) -> None:
         self.role = role
+        self.name = name or role
         self.port = port
         self.datastore = datastore
-        self.config_path = workdir / f"{role}.json"
-        self.log_path = workdir / f"{role}.log"
+        self.listens = extra.get("mode") != "driver"
+        self.config_path = workdir / f"{self.name}.json"
+        self.log_path = workdir / f"{self.name}.log"
         self.config_path.write_text(json.dumps({
             "role": role, "datastore": datastore, "listen_host": "127.0.0.1",
             "listen_port": self.port, "sqlite_synchronous": synchronous, **extra}))
@@ -227,7 +229,7 @@ class Server:
             cmd = [str(Path(sys.executable).parent / "py-spy"), "record", "--rate", "200",
                    *os.environ.get("PY_SPY_EXTRA", "").split(),
                    "--threads", "--subprocesses", "--format", "raw", "-o",
-                   str(PY_SPY_DIR / f"{self.role}.txt"), "--", sys.executable]
+                   str(PY_SPY_DIR / f"{self.name}.txt"), "--", sys.executable]
         cmd += ["-m", "ppm_reference.dap.server", str(self.config_path)]
         with open(self.log_path, "ab") as log:
             self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log,
@@ -237,13 +239,18 @@ class Server:
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 lines = [x for x in self.log_path.read_text().splitlines() if x.strip()]
-                raise Refused(f"{self.role} exited: {(lines or ['?'])[-1][:160]}")
+                raise Refused(f"{self.name} exited: {(lines or ['?'])[-1][:160]}")
+            if not self.listens:
+                if time.monotonic() > deadline - 59:
+                    return  # a driver (no listener) that is still running after 1 s
+                time.sleep(0.05)
+                continue
             try:
                 with urllib.request.urlopen(f"{self.url}hpke_config", timeout=2):
                     return
             except (urllib.error.URLError, ConnectionError, TimeoutError):
                 time.sleep(0.05)
-        raise RuntimeError(f"{self.role} did not start")
+        raise RuntimeError(f"{self.name} did not start")
 
     def cpu_seconds(self) -> float:
         return float("nan") if self.proc is None else tree_cpu_seconds(self.proc.pid)
@@ -389,7 +396,8 @@ def run_row(w: Workload, datastore: str, drivers: int, mode: str, args: argparse
             floor: float) -> dict[str, Any]:
     n = len(w.reports)
     row: dict[str, Any] = {"vdaf": w.label, "reports": n, "datastore": datastore,
-                           "drivers": drivers, "upload": mode, "tasks": len(w.tasks),
+                           "drivers": drivers, "tasks": len(w.tasks),
+                           "upload": mode + ("/sep" if args.phases == "separate" else ""),
                            "target": w.target, "floor_ms": floor * 1000, "note": ""}
     workdir = Path(tempfile.mkdtemp(prefix="dap-bench-"))
     stores: dict[str, Store] = {}
@@ -398,13 +406,20 @@ def run_row(w: Workload, datastore: str, drivers: int, mode: str, args: argparse
         for role in ("leader", "helper"):
             stores[role] = Store(datastore, workdir, role, args.pg_url)
         leader_extra = dict(LEADER_CONFIG)
-        if drivers > 1:
+        if args.phases == "separate":
+            # The upload phase: a Leader front end alone (no background work); then
+            # `drivers` driver processes aggregate what was stored.
+            leader_extra["mode"] = "frontend"
+        elif drivers > 1:
             leader_extra.update(frontends=1, drivers=drivers)
         helper = Server("helper", w.ports["helper"], workdir, stores["helper"].location,
                         args.sync, HELPER_CONFIG)
         leader = Server("leader", w.ports["leader"], workdir, stores["leader"].location,
                         args.sync, leader_extra)
         servers = [helper, leader]
+        drivers_later = [Server("leader", 0, workdir, stores["leader"].location, args.sync,
+                                {**LEADER_CONFIG, "mode": "driver"}, name=f"driver{i}")
+                         for i in range(drivers)] if args.phases == "separate" else []
         try:
             for role in ("leader", "helper"):
                 provision(w, role, stores[role])
@@ -425,12 +440,18 @@ def run_row(w: Workload, datastore: str, drivers: int, mode: str, args: argparse
         content_type = profile.media_type_for("UploadRequest")
         helper.start()
         leader.start()
-        cpu0 = {s.role: s.cpu_seconds() for s in servers}
+        cpu0 = {s.name: s.cpu_seconds() for s in servers}
         db0 = {pid: c for st in stores.values() for pid, c in st.backend_cpu().items()}
         t0 = time.perf_counter()
         asyncio.run(upload(urls, content_type, bodies, concurrency))
         t1 = time.perf_counter()
         at_upload_end = stores["leader"].counts().get("aggregated", 0)
+        for driver in drivers_later:
+            # Started now: the drain includes their start, and their CPU all of it
+            # (start-up included, about 0.4 s).
+            cpu0[driver.name] = 0.0
+            driver.start()
+            servers.append(driver)
         deadline = time.monotonic() + args.timeout
         while True:
             counts = stores["leader"].counts()
@@ -442,7 +463,8 @@ def run_row(w: Workload, datastore: str, drivers: int, mode: str, args: argparse
                 raise RuntimeError(f"not aggregated after {args.timeout} s: {counts}")
             time.sleep(0.02)
         t2 = time.perf_counter()
-        cpu = {s.role: s.cpu_seconds() - cpu0[s.role] for s in servers}
+        cpu = {s.name: s.cpu_seconds() - cpu0[s.name] for s in servers}
+        cpu["leader"] += sum(cpu.pop(d.name) for d in drivers_later)
         # The database server's own CPU (PostgreSQL: its processes serving this row's two
         # databases; those that ended meanwhile are missed). SQLite's is in the servers'.
         db1 = {pid: c for st in stores.values() for pid, c in st.backend_cpu().items()}
@@ -479,20 +501,20 @@ def fmt(v: float | None, spec: str = ".0f") -> str:
 
 
 def print_table(rows: list[dict[str, Any]]) -> None:
-    head = (f"{'VDAF':<20} {'store':<10} {'drv':>3} {'upload':<6} {'tasks':>5} "
+    head = (f"{'VDAF':<20} {'store':<10} {'drv':>3} {'upload':<10} {'tasks':>5} "
             f"{'reports':>7} {'upload/s':>8} {'agg/s':>6} {'e2e/s':>6} {'CPU ms':>7} "
             f"{'floor ms':>8} {'ratio':>5} {'db ms':>6} {'ok':>3}  note")
     print(head)
     print("-" * len(head))
     for r in rows:
-        lead = (f"{r['vdaf']:<20} {r['datastore']:<10} {r['drivers']:>3} {r['upload']:<6} "
+        lead = (f"{r['vdaf']:<20} {r['datastore']:<10} {r['drivers']:>3} {r['upload']:<10} "
                 f"{r['tasks']:>5} {r['reports']:>7} ")
         if r["note"]:
             print(lead + f"{'':>8} {'':>6} {'':>6} {'':>7} {r['floor_ms']:>8.3f} "
                   f"{'':>5} {'':>6} {'':>3}  NOT RUN: {r['note']}")
             continue
         notes = []
-        if r["upload"] == "single" and r["upload_rate"] < TARGET_UPLOAD:
+        if r["upload"].startswith("single") and r["upload_rate"] < TARGET_UPLOAD:
             notes.append(f"upload < {TARGET_UPLOAD:.0f}")
         if r["aggregation_rate"] is not None and r["aggregation_rate"] < r["target"]:
             notes.append(f"agg < {r['target']:.0f}")
@@ -519,7 +541,7 @@ def print_table(rows: list[dict[str, Any]]) -> None:
             key = "aggregation_rate" if pg["aggregation_rate"] and lite["aggregation_rate"] \
                 else "end_to_end_rate"
             share = pg[key] / lite[key]
-            print(f"  {pg['vdaf']:<20} drv {pg['drivers']} {pg['upload']:<6} tasks "
+            print(f"  {pg['vdaf']:<20} drv {pg['drivers']} {pg['upload']:<10} tasks "
                   f"{pg['tasks']:>4}: {key.split('_')[0]:<11} {share:.2f}"
                   f"{'' if share >= 0.7 else '  (< 0.70)'}")
 
@@ -549,6 +571,12 @@ def main() -> None:
     parser.add_argument("--sync", default="FULL", help="SQLite synchronous (FULL: durable)")
     parser.add_argument("--timeout", type=float, default=900.0,
                         help="seconds to wait for aggregation per row")
+    parser.add_argument("--phases", choices=("together", "separate"), default="together",
+                        help="together: one Leader uploads and aggregates at once (the "
+                             "default); separate: a Leader front end alone takes the "
+                             "uploads, then --drivers driver processes aggregate them "
+                             "(upload/s without aggregation on the same cores; agg/s "
+                             "the whole drain)")
     parser.add_argument("--quick", action="store_true",
                         help="about a minute: 1,000 reports, one task, both uploads, "
                              "SQLite and PostgreSQL, 1 and 2 drivers")
