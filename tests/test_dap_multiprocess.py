@@ -43,7 +43,12 @@ from ppm_reference.dap.collector import CollectionError, Collector
 from ppm_reference.dap.common import Duration, Interval, Time
 from ppm_reference.dap.hpke import generate_keypair
 from ppm_reference.dap.profiles.dap18.client import generate_report
-from ppm_reference.dap.profiles.dap18.messages import Query, UploadRequest
+from ppm_reference.dap.profiles.dap18.messages import (
+    Query,
+    ReportError,
+    UploadErrors,
+    UploadRequest,
+)
 from ppm_reference.dap.provision import new_task
 from ppm_reference.dap.storage import HpkeKeyRecord, HpkeKeyState, ReportState
 from ppm_reference.dap.storage import open_datastore as open_any_datastore
@@ -159,13 +164,18 @@ def provision(datastore: str, record: Any, key: Any) -> None:
 
 async def upload_all(url: str, content_type: str, bodies: list[bytes]) -> int:
     """POST every body until it is acknowledged (200), retrying the same bytes after a
-    connection error or a 5xx; returns the attempts that failed."""
+    connection error or a 5xx; returns the attempts that failed. A first attempt has
+    every report accepted; a retry may find some or all of them stored by an attempt
+    whose answer was lost (the front end killed after its commit): those, and only
+    those, are answered report_replayed (DAP-18 Section 4.4.2.2)."""
     failures = 0
     sem = asyncio.Semaphore(3)
     timeout = aiohttp.ClientTimeout(total=10)
 
     async def post(session: aiohttp.ClientSession, body: bytes) -> None:
         nonlocal failures
+        ids = {bytes(r.report_metadata.report_id) for r in UploadRequest.decode(body).reports}
+        retried = False
         async with sem:
             while True:
                 try:
@@ -173,12 +183,17 @@ async def upload_all(url: str, content_type: str, bodies: list[bytes]) -> int:
                                             headers={"Content-Type": content_type}) as resp:
                         content = await resp.read()
                         if resp.status == 200:
-                            assert not content, f"reports refused: {content[:200]!r}"
+                            refused = UploadErrors.decode(content).status
+                            assert retried or not refused, \
+                                f"reports refused: {content[:200]!r}"
+                            assert all(r.error == ReportError.REPORT_REPLAYED
+                                       and bytes(r.id) in ids for r in refused), refused
                             return
                         assert resp.status >= 500, f"upload refused: {resp.status} {content!r}"
                 except (aiohttp.ClientError, TimeoutError):
                     pass
                 failures += 1
+                retried = True
                 await asyncio.sleep(0.1)
 
     # A new connection per request: a killed front end's connections do not linger.
