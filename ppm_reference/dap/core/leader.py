@@ -109,18 +109,8 @@ def store_reports(tx: Transaction, task: AggregatorTask, keyring: Keyring,
                   ) -> list[tuple[bytes, ReportError]]:
     """Store decoded reports (see `upload`); a server may call it once per bounded chunk
     of an upload, each in its own transaction."""
-    return store_uploads(tx, [(task, keyring, reports)], now, clock_skew)[0]
-
-
-def store_uploads(tx: Transaction,
-                  uploads: Sequence[tuple[AggregatorTask, Keyring, Sequence[Any]]],
-                  now: float, clock_skew: int) -> list[list[tuple[bytes, ReportError]]]:
-    """Store the decoded reports of several uploads in one transaction (a group commit,
-    `dap.server.upload`): each upload's refused reports with their error, in report
-    order, exactly as if the uploads were stored one after the other. The reports that
-    pass the checks are inserted in one `put_client_reports` (a report ID already
-    stored, or earlier in the group, is `report_replayed`)."""
-    return commit_uploads(tx, prepare_uploads(uploads, now, clock_skew))
+    return commit_uploads(tx, prepare_uploads([(task, keyring, reports)], now,
+                                              clock_skew))[0]
 
 
 @dataclass
@@ -168,7 +158,11 @@ def prepare_uploads(uploads: Sequence[tuple[AggregatorTask, Keyring, Sequence[An
 def commit_uploads(tx: Transaction, prepared: Sequence[PreparedUpload]
                    ) -> list[list[tuple[bytes, ReportError]]]:
     """The checks against stored state (`prepare_uploads` did the others) and the
-    insert: see `store_uploads`."""
+    insert, for several uploads in one transaction (the group commit of
+    `dap.server.upload`): each upload's refused reports with their error, in report
+    order, exactly as if the uploads were stored one after the other. The reports that
+    pass the checks are inserted in one `put_client_reports` (a report ID already
+    stored, or earlier in the group, is `report_replayed`)."""
     memos: dict[bytes, tuple[CommitMemo, int | None]] = {}
     statuses: list[list[tuple[int, bytes, ReportError]]] = [[] for _ in prepared]
     candidates: list[tuple[int, int, ClientReportRecord]] = []
@@ -179,17 +173,15 @@ def commit_uploads(tx: Transaction, prepared: Sequence[PreparedUpload]
             memos[tid] = (CommitMemo(), tx.get_eviction_horizon(tid))
         memo, horizon = memos[tid]
         for pos, rid, t, error, encoded in upload.reports:
-            if error is not None:
-                pass
-            elif horizon is not None and t < horizon:
+            if error is None and horizon is not None and t < horizon:
                 # Its replay state may be evicted (DAP-18 Section 4.5.3.4, last check).
                 error = ReportError.REPORT_DROPPED
-            elif task.batch_mode == BatchMode.TIME_INTERVAL and \
+            elif error is None and task.batch_mode == BatchMode.TIME_INTERVAL and \
                     memo.time_collected(tx, task, t):
                 # The draft says the Leader MUST discard such a report and MAY report it
                 # as report_replayed; batch_collected is the more precise ReportError.
                 error = ReportError.BATCH_COLLECTED
-            else:
+            elif error is None:
                 candidates.append((i, pos, ClientReportRecord(tid, rid, t, encoded,
                                                               created_at=upload.now)))
             if error is not None:

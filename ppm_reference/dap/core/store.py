@@ -317,10 +317,9 @@ class Transaction(Protocol):
     def set_report_states(self, task_id: bytes, report_ids: list[bytes], state: ReportState,
                           job_id: bytes | None = None, error: int | None = None,
                           drop_encodings: bool = False) -> None:
-        """Set the reports' state, job and error; `drop_encodings`: also
-        `drop_report_encodings` (in the same row update: one new row version, not two)."""
+        """Set the reports' state, job and error; `drop_encodings`: also replace their
+        stored encodings by empty ones (no longer needed once aggregated or failed)."""
         ...
-    def drop_report_encodings(self, task_id: bytes, report_ids: list[bytes]) -> None: ...
 
     # aggregation jobs
     def put_aggregation_job(self, job: AggregationJobRecord) -> None: ...

@@ -619,12 +619,6 @@ class PostgresTransaction:
                            (str(state), _b(job_id), error, _blist(report_ids),
                             bytes(task_id)))
 
-    def drop_report_encodings(self, task_id: bytes, report_ids: list[bytes]) -> None:
-        if report_ids:
-            self._write("UPDATE client_reports SET report=''::bytea WHERE ctid = ANY(ARRAY("
-                           + _by_report_ids("client_reports") + "))",
-                           (_blist(report_ids), bytes(task_id)))
-
     # -- aggregation jobs -----------------------------------------------------------------
 
     _AGG_COLS = ("task_id, job_id, role, state, step, agg_param, batch_id, request, request_hash,"
@@ -1212,7 +1206,7 @@ _PUBLIC = [name for name, value in vars(PostgresTransaction).items()
 # The methods that only `_write` (return nothing, read nothing): pipelined.
 _DEFERRED = frozenset({
     "update_aggregation_job", "put_bucket", "delete_task_work", "release_lease",
-    "set_report_states", "drop_report_encodings", "put_report_aggregations",
+    "set_report_states", "put_report_aggregations",
     "update_report_aggregations"})
 assert _DEFERRED <= set(_PUBLIC), _DEFERRED - set(_PUBLIC)
 

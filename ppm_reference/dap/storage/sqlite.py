@@ -332,10 +332,6 @@ class SqliteTransaction:
             "WHERE task_id=? AND report_id=?",
             [(state, job_id, error, bytes(task_id), bytes(r)) for r in report_ids])
 
-    def drop_report_encodings(self, task_id: bytes, report_ids: list[bytes]) -> None:
-        self.c.executemany("UPDATE client_reports SET report=x'' WHERE task_id=? AND "
-                           "report_id=?", [(bytes(task_id), bytes(r)) for r in report_ids])
-
     # -- aggregation jobs -----------------------------------------------------------------
 
     _AGG_COLS = ("task_id, job_id, role, state, step, agg_param, batch_id, request, request_hash,"
