@@ -568,7 +568,8 @@ def main() -> None:
                              "Aggregator and row)")
     parser.add_argument("--drivers", default="1,2",
                         help="comma-separated Leader driver process counts")
-    parser.add_argument("--uploads", default="bulk,single", help="bulk, single or both")
+    parser.add_argument("--uploads", default="bulk,single",
+                        help="comma-separated, of bulk, single (both: bulk,single)")
     parser.add_argument("--tasks", default="1,100,1000", help="comma-separated task counts")
     parser.add_argument("--batch", type=int, default=500, help="reports per bulk request")
     parser.add_argument("--single-concurrency", type=int, default=64,
@@ -600,6 +601,11 @@ def main() -> None:
           f"{HELPER_CONFIG}; bulk: {args.batch} reports/request, one at a time; single: "
           f"1 report/request, {args.single_concurrency} in flight; SQLite "
           f"synchronous={args.sync}", flush=True)
+    if args.uploads == "both":
+        args.uploads = "bulk,single"
+    bad = set(args.uploads.split(",")) - {"bulk", "single"}
+    if bad:
+        parser.error(f"--uploads: unknown mode(s) {', '.join(sorted(bad))}")
     results = []
     for name in args.vdaf.split(","):
         for n_tasks in [int(t) for t in args.tasks.split(",")]:

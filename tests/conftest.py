@@ -52,9 +52,11 @@ def datastore_spec(request: pytest.FixtureRequest, tmp_path: Path
                    ) -> Iterator[Callable[[str], str]]:
     """`spec(label)`: a new datastore for the test's `backend` parameter (a SQLite file
     in tmp_path, or a fresh schema of the session's PostgreSQL database, the test
-    holding the PostgreSQL test lock: see tests.pg_harness.pg_use)."""
-    backend = getattr(request, "param", None) or request.node.callspec.params.get(
-        "backend", "sqlite")
+    holding the PostgreSQL test lock: see tests.pg_harness.pg_use); SQLite for a test
+    not parametrized by backend."""
+    callspec = getattr(request.node, "callspec", None)
+    backend = getattr(request, "param", None) or (
+        "sqlite" if callspec is None else callspec.params.get("backend", "sqlite"))
     if backend == "postgresql":
         db: PgDatabase = request.getfixturevalue("pg_database")
         with pg_use():

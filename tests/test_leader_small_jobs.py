@@ -73,10 +73,10 @@ def test_list_task_work_and_tasks_with_new_reports(datastore_spec: Callable[[str
         ds.close()
 
 
-def _leader(spec: Callable[[str], str], n_tasks: int, per_task: int
+def _leader(spec: Callable[[str], str], n_tasks: int, per_task: int, **overrides: Any
             ) -> tuple[Any, Any, list[Any]]:
     """A Leader app (no background work) on a fresh datastore with `n_tasks` tasks of
-    `per_task` new reports each."""
+    `per_task` new reports each (`overrides`: of the Leader's configuration)."""
     path = spec("leader")
     vdaf = Prio3Count(2)
     keys = {"leader": generate_keypair(1), "helper": generate_keypair(2)}
@@ -93,9 +93,10 @@ def _leader(spec: Callable[[str], str], n_tasks: int, per_task: int
     finally:
         ds.close()
     # min_job_size above the reports per task: their jobs are stragglers' (age 0).
+    settings: dict[str, Any] = {"min_job_size": 50, "max_job_size": 100,
+                                "straggler_age": 0.0, "job_concurrency": 2, **overrides}
     config = AggregatorConfig(role="leader", datastore=path, sqlite_synchronous="OFF",
-                              min_job_size=50, max_job_size=100, straggler_age=0.0,
-                              job_concurrency=2)
+                              **settings)
     app = build_app(config, background=False)
     st = app[STATE_KEY]
     rng = random.Random(5)
@@ -199,3 +200,61 @@ def test_work_event_counts_news_not_a_workers_own_wakeups() -> None:
         assert event.news == 1 and event.is_set()
 
     asyncio.run(run())
+
+
+def _jobs_by_task(st: Any) -> dict[bytes, int]:
+    with st.datastore.transaction() as tx:
+        jobs = tx.acquire_aggregation_jobs("leader", st.clock(), 60.0, 100)
+    out: dict[bytes, int] = {}
+    for job in jobs:
+        out[bytes(job.task_id)] = out.get(bytes(job.task_id), 0) + 1
+    return out
+
+
+@pytest.mark.parametrize("per_task,waits", [(3, True), (4, False)])
+def test_job_fill_waits_for_the_tasks_running_step(datastore_spec: Callable[[str], str],
+                                                   per_task: int, waits: bool) -> None:
+    """Job fill: while one of a task's jobs is stepped by the worker, that task's next
+    job is made only when full (max_job_size = 4 here) or when the step ends; another
+    task (nothing in flight) gets its job at once, partial or not."""
+    app, st, tasks = _leader(datastore_spec, n_tasks=2, per_task=per_task, min_job_size=1,
+                             max_job_size=4, straggler_age=3600.0)
+    try:
+        worker = leader_server.LeaderWorker(app, st)
+        busy, idle = sorted(bytes(pt.task.task_id) for pt in tasks)
+        worker.stepping[busy] = 1  # a job of `busy` is in flight
+        assert asyncio.run(worker.create_jobs())
+        made = _jobs_by_task(st)
+        assert made.get(idle) == 1
+        assert made.get(busy) == (None if waits else 1)
+        assert (busy in worker.filling) is waits
+        assert (busy in worker.create_not_before) is waits
+        assert not worker.rescan
+        # The step ends: a waiting task is looked at by the next pass, which scans.
+        worker._step_ended(busy, None)  # type: ignore[arg-type]
+        assert busy not in worker.stepping
+        assert worker.rescan is waits and not worker.filling
+        assert busy not in worker.create_not_before
+        assert asyncio.run(worker.create_jobs()) is waits
+        assert _jobs_by_task(st).get(busy) == (1 if waits else None)
+        with st.datastore.read() as tx:
+            assert tx.count_reports(busy, (ReportState.NEW,)) == 0
+    finally:
+        _close(app)
+
+
+def test_job_fill_ends_for_stragglers(datastore_spec: Callable[[str], str]) -> None:
+    """A task's partial job does not wait for its running step once its oldest report
+    has waited straggler_age."""
+    app, st, tasks = _leader(datastore_spec, n_tasks=1, per_task=2, min_job_size=1,
+                             max_job_size=4, straggler_age=0.0)
+    try:
+        worker = leader_server.LeaderWorker(app, st)
+        tid = bytes(tasks[0].task.task_id)
+        worker.stepping[tid] = 2
+        assert asyncio.run(worker.create_jobs())
+        assert _jobs_by_task(st) == {tid: 1} and not worker.filling
+        worker._step_ended(tid, None)  # type: ignore[arg-type]
+        assert worker.stepping == {tid: 1} and not worker.rescan
+    finally:
+        _close(app)

@@ -12,7 +12,9 @@ Example (every key but `role` and `datastore` is optional)::
       "clock_skew": 300,                 # seconds of leeway before report_too_early
       "min_job_size": 10, "max_job_size": 500,   # reports per aggregation job
       "straggler_age": 2.0,              # seconds after which fewer than min_job_size
-                                         # waiting reports form a job
+                                         # waiting reports form a job (and a partial
+                                         # job stops waiting for its task's running
+                                         # step: job fill, dap.server.leader)
       "async_helper": false,             # Helper: answer aggregation jobs later
       "async_aggregate_shares": false,   # Helper: always compute shares in background
       "retry_after": 1,                  # seconds, in Retry-After headers

@@ -14,6 +14,7 @@ is byte-identical and the Helper answers it from its existing resource.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import os
 import time
@@ -234,6 +235,11 @@ class LeaderWorker:
         # Job steps in flight. They run beside job creation and collection, so that the
         # Leader prepares the next jobs while the Helper works on the current ones.
         self.in_flight: set[asyncio.Task[None]] = set()
+        # Job fill (see `create_jobs`): this worker's job steps in flight per task, and
+        # the tasks whose reports wait for one of those steps to end to make a job.
+        self.stepping: dict[bytes, int] = {}
+        self.filling: set[bytes] = set()
+        self.rescan = False
         self.retention = RetentionTimer(st)
         # Tasks whose new reports made no job (fewer than min_job_size, or held back by
         # a collection job): not looked at again while both deadlines (time.monotonic(),
@@ -272,7 +278,9 @@ class LeaderWorker:
                     # found nothing to create or collect) takes the next due jobs, and
                     # that is all: no scan.
                     seen = getattr(wake, "news", None)
-                    light = woken and quiet and seen is not None and seen == news
+                    light = woken and quiet and seen is not None and seen == news \
+                        and not self.rescan
+                    self.rescan = False
                     news = seen
                     work: PendingWork | None = None
                     if not light:
@@ -374,6 +382,16 @@ class LeaderWorker:
         # behind a long stretch of decryption and VDAF work.
         sizes = core.JobSizes(cfg.min_job_size, cfg.max_job_size, cfg.straggler_age,
                               jobs_per_pass=1)
+        # Job fill: while one of a task's jobs is being stepped by this worker, the task's
+        # next job is made only once it is full (max_job_size reports) or its oldest
+        # report has waited straggler_age; otherwise when that step ends. Reports that
+        # trickle in (one per upload) then make jobs of about what arrives during a step,
+        # not whatever arrived since the last pass: each job has a fixed cost on both
+        # Aggregators (a request, transactions), and a partial job sent beside a running
+        # one gains no time, since the Helper is busy with that one. With many tasks
+        # (a job per task in flight) nothing waits.
+        fill = core.JobSizes(max(cfg.min_job_size, cfg.max_job_size), cfg.max_job_size,
+                             cfg.straggler_age, jobs_per_pass=1)
         keyring = st.keyring()
         now = st.clock()
         # Only the tasks with work, from indexes (not every task): new reports, or (a VDAF
@@ -403,10 +421,12 @@ class LeaderWorker:
                 token = os.urandom(16) if step_now \
                     and len(self.in_flight) < max(1, cfg.job_concurrency) else None
                 leased: list[AggregationJobRecord] = []
+                filling = self.stepping.get(tid, 0) > 0
 
                 def create(task: Any = task, work: Any = work, tid: bytes = tid,
                            token: bytes | None = token,
-                           leased: list[AggregationJobRecord] = leased) -> int:
+                           leased: list[AggregationJobRecord] = leased,
+                           sizes: core.JobSizes = fill if filling else sizes) -> int:
                     # One creator per task at a time (a lease, so that a creator that
                     # dies holds nobody up for long); the commit below also re-reads the
                     # reports still new, so no report is ever put into two jobs.
@@ -461,7 +481,10 @@ class LeaderWorker:
                 self._start_steps(leased)
                 if count > 0:
                     created += count
+                    self.filling.discard(tid)
                 else:
+                    if filling and count == 0:
+                        self.filling.add(tid)  # looked at again when the step ends
                     # Nothing made (too few reports yet, reports held back, or another
                     # process at work on it): look again after a poll interval, or once
                     # the stragglers are old enough.
@@ -507,9 +530,26 @@ class LeaderWorker:
     def _start_steps(self, jobs: list[AggregationJobRecord]) -> None:
         """Step leased jobs, each in an asyncio task of `in_flight`."""
         for job in jobs:
+            tid = bytes(job.task_id)
+            self.stepping[tid] = self.stepping.get(tid, 0) + 1
             step = asyncio.create_task(self._step_job(job))
             self.in_flight.add(step)
             step.add_done_callback(self.in_flight.discard)
+            step.add_done_callback(functools.partial(self._step_ended, tid))
+
+    def _step_ended(self, task_id: bytes, _step: asyncio.Task[None]) -> None:
+        left = self.stepping.get(task_id, 1) - 1
+        if left > 0:
+            self.stepping[task_id] = left
+            return
+        self.stepping.pop(task_id, None)
+        if task_id in self.filling:
+            # Its reports waited for this step (job fill): make their job at the next
+            # pass, which scans (the step's end alone would make a light pass).
+            self.filling.discard(task_id)
+            self.create_not_before.pop(task_id, None)
+            self.rescan = True
+            self.wake_self()
 
     async def _step_job(self, job: AggregationJobRecord) -> None:
         async with self.sem:
