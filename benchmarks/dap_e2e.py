@@ -325,6 +325,18 @@ class Store:
         rows = [r.split("|") for r in _psql(self.location, sql).split("\n") if r]
         return {state: int(c) for state, c in rows}
 
+    def job_count(self) -> int:
+        """Leader: aggregation jobs made (the reports per job show each job's fixed
+        cost: a request to the Helper, transactions on both sides)."""
+        sql = "SELECT COUNT(*) FROM aggregation_jobs"
+        if self.kind == "sqlite":
+            conn = sqlite3.connect(f"file:{self.location}?mode=ro", uri=True, timeout=30)
+            try:
+                return int(conn.execute(sql).fetchone()[0])
+            finally:
+                conn.close()
+        return int(_psql(self.location, sql).strip())
+
     def backend_cpu(self) -> dict[int, float]:
         """PostgreSQL: CPU seconds of each server process connected to this database."""
         if self.kind != "postgresql":
@@ -474,6 +486,7 @@ def run_row(w: Workload, datastore: str, drivers: int, mode: str, args: argparse
         # databases; those that ended meanwhile are missed). SQLite's is in the servers'.
         db1 = {pid: c for st in stores.values() for pid, c in st.backend_cpu().items()}
         db_cpu = sum(c - db0.get(pid, 0.0) for pid, c in db1.items())
+        jobs = stores["leader"].job_count()
         if len(w.tasks) == 1:
             collection = asyncio.run(collect(w))
             correct = (collection.report_count == n and
@@ -497,6 +510,7 @@ def run_row(w: Workload, datastore: str, drivers: int, mode: str, args: argparse
         "aggregated_during_upload": at_upload_end, "end_to_end_rate": n / (t2 - t0),
         "correct": correct, "cpu_s": cpu, "cpu_ms": cpu_per_report * 1000,
         "ratio": cpu_per_report / floor, "wall_s": t2 - t0, "db_ms": db_cpu / n * 1000,
+        "reports_per_job": n / jobs if jobs else None,
     })
     return row
 
@@ -508,7 +522,7 @@ def fmt(v: float | None, spec: str = ".0f") -> str:
 def print_table(rows: list[dict[str, Any]]) -> None:
     head = (f"{'VDAF':<20} {'store':<10} {'drv':>3} {'upload':<10} {'tasks':>5} "
             f"{'reports':>7} {'upload/s':>8} {'agg/s':>6} {'e2e/s':>6} {'CPU ms':>7} "
-            f"{'floor ms':>8} {'ratio':>5} {'db ms':>6} {'ok':>3}  note")
+            f"{'floor ms':>8} {'ratio':>5} {'db ms':>6} {'r/job':>5} {'ok':>3}  note")
     print(head)
     print("-" * len(head))
     for r in rows:
@@ -516,7 +530,7 @@ def print_table(rows: list[dict[str, Any]]) -> None:
                 f"{r['tasks']:>5} {r['reports']:>7} ")
         if r["note"]:
             print(lead + f"{'':>8} {'':>6} {'':>6} {'':>7} {r['floor_ms']:>8.3f} "
-                  f"{'':>5} {'':>6} {'':>3}  NOT RUN: {r['note']}")
+                  f"{'':>5} {'':>6} {'':>5} {'':>3}  NOT RUN: {r['note']}")
             continue
         notes = []
         if r["upload"].startswith("single") and r["upload_rate"] < TARGET_UPLOAD:
@@ -528,13 +542,14 @@ def print_table(rows: list[dict[str, Any]]) -> None:
         db = fmt(r["db_ms"] if r["datastore"] != "sqlite" else None, ".3f")
         print(lead + f"{r['upload_rate']:>8.0f} {fmt(r['aggregation_rate']):>6} "
               f"{r['end_to_end_rate']:>6.0f} {r['cpu_ms']:>7.3f} {r['floor_ms']:>8.3f} "
-              f"{r['ratio']:>5.2f} {db:>6} "
+              f"{r['ratio']:>5.2f} {db:>6} {fmt(r['reports_per_job']):>5} "
               f"{'yes' if r['correct'] else 'NO':>3}  " + ", ".join(notes))
     print("agg/s: reports aggregated after the upload / time from its end to the last "
           "('-': aggregation kept pace with the upload); e2e/s: all reports / time from "
           "the upload's start to the last aggregated; CPU ms: Leader + Helper CPU per "
           "report; floor: HPKE open x2 + VDAF preparation alone, this run; ratio = CPU / "
-          "floor (target <= 2); db ms: PostgreSQL's own CPU per report (not in CPU ms)")
+          "floor (target <= 2); db ms: PostgreSQL's own CPU per report (not in CPU ms); "
+          "r/job: reports per aggregation job (the Leader's max_job_size at most)")
     # PostgreSQL beside SQLite, row for row (target: within 30 %).
     sqlite = {_twin(r): r for r in rows if r["datastore"] == "sqlite" and not r["note"]}
     pairs = [(r, sqlite[_twin(r)]) for r in rows if r["datastore"] == "postgresql"
@@ -568,6 +583,11 @@ def main() -> None:
                              "Aggregator and row)")
     parser.add_argument("--drivers", default="1,2",
                         help="comma-separated Leader driver process counts")
+    parser.add_argument("--max-job-size", type=int, default=None,
+                        help="the Leader's max_job_size (default 500; smaller jobs show "
+                             "the fixed cost of a job)")
+    parser.add_argument("--job-fill", choices=("on", "off"), default="on",
+                        help="the Leader's job_fill (on: the default)")
     parser.add_argument("--uploads", default="bulk,single",
                         help="comma-separated, of bulk, single (both: bulk,single)")
     parser.add_argument("--tasks", default="1,100,1000", help="comma-separated task counts")
@@ -591,6 +611,10 @@ def main() -> None:
                              "last row run wins)")
     parser.add_argument("--json", action="store_true", help="print the rows as JSON too")
     args = parser.parse_args()
+    LEADER_CONFIG["job_fill"] = args.job_fill == "on"
+    if args.max_job_size is not None:
+        LEADER_CONFIG["max_job_size"] = args.max_job_size
+        LEADER_CONFIG["min_job_size"] = min(LEADER_CONFIG["min_job_size"], args.max_job_size)
     if args.quick:
         args.reports, args.tasks = min(args.reports, 1000), "1"
     if args.py_spy:

@@ -211,14 +211,17 @@ def _jobs_by_task(st: Any) -> dict[bytes, int]:
     return out
 
 
-@pytest.mark.parametrize("per_task,waits", [(3, True), (4, False)])
+@pytest.mark.parametrize("per_task,job_fill,waits",
+                         [(3, True, True), (4, True, False), (3, False, False)])
 def test_job_fill_waits_for_the_tasks_running_step(datastore_spec: Callable[[str], str],
-                                                   per_task: int, waits: bool) -> None:
+                                                   per_task: int, job_fill: bool,
+                                                   waits: bool) -> None:
     """Job fill: while one of a task's jobs is stepped by the worker, that task's next
     job is made only when full (max_job_size = 4 here) or when the step ends; another
-    task (nothing in flight) gets its job at once, partial or not."""
+    task (nothing in flight) gets its job at once, partial or not. `job_fill: false`
+    turns it off."""
     app, st, tasks = _leader(datastore_spec, n_tasks=2, per_task=per_task, min_job_size=1,
-                             max_job_size=4, straggler_age=3600.0)
+                             max_job_size=4, straggler_age=3600.0, job_fill=job_fill)
     try:
         worker = leader_server.LeaderWorker(app, st)
         busy, idle = sorted(bytes(pt.task.task_id) for pt in tasks)

@@ -14,7 +14,10 @@ Example (every key but `role` and `datastore` is optional)::
       "straggler_age": 2.0,              # seconds after which fewer than min_job_size
                                          # waiting reports form a job (and a partial
                                          # job stops waiting for its task's running
-                                         # step: job fill, dap.server.leader)
+                                         # step: job fill)
+      "job_fill": true,                  # Leader: while a task's job is stepped, its
+                                         # next job is made when full or when the step
+                                         # ends (or after straggler_age)
       "async_helper": false,             # Helper: answer aggregation jobs later
       "async_aggregate_shares": false,   # Helper: always compute shares in background
       "retry_after": 1,                  # seconds, in Retry-After headers
@@ -109,6 +112,7 @@ class AggregatorConfig:
     min_job_size: int = 1
     max_job_size: int = 500
     straggler_age: float = 2.0
+    job_fill: bool = True
     async_helper: bool = False
     async_aggregate_shares: bool = False
     retry_after: int = 1

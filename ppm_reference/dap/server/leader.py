@@ -421,7 +421,7 @@ class LeaderWorker:
                 token = os.urandom(16) if step_now \
                     and len(self.in_flight) < max(1, cfg.job_concurrency) else None
                 leased: list[AggregationJobRecord] = []
-                filling = self.stepping.get(tid, 0) > 0
+                filling = cfg.job_fill and self.stepping.get(tid, 0) > 0
 
                 def create(task: Any = task, work: Any = work, tid: bytes = tid,
                            token: bytes | None = token,
