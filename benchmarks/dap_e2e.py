@@ -26,8 +26,9 @@ aggregated. With one task a time-interval collection follows and its count and s
 be exact; with more, the aggregated count must be exact.
 
 CPU per report = (Leader + Helper CPU, every process of each, from the upload's start to
-the last aggregated) / reports. The floor, measured in this process in the same run on a
-sample of the same reports: HPKE open of both input shares (`dap.hpke.open_base`,
+the last aggregated) / reports. The floor, measured in this process just before and just
+after each row (their mean; a drift of more than 25 % is noted) on a sample of the same
+reports: HPKE open of both input shares (`dap.hpke.open_base`,
 direct RFC 9180 on `cryptography`) and the VDAF preparation of both Aggregators
 (ping-pong init, Helper init, Leader continued) alone. The ratio is the main figure on a
 shared machine: it is much less sensitive to other load than the rates.
@@ -455,6 +456,10 @@ def run_row(w: Workload, datastore: str, drivers: int, mode: str, args: argparse
         urls = [profile.resource_url("reports", leader.url, task_id=pt.task.task_id)
                 for pt in w.tasks]
         content_type = profile.media_type_for("UploadRequest")
+        # The floor of this row: measured just before it and just after it (the
+        # machine's speed drifts by up to 30 % within minutes; the ratio uses the mean of
+        # both, and a row whose two floors differ by more than 25 % says so).
+        floor_before = measure_floor(w)
         helper.start()
         leader.start()
         cpu0 = {s.name: s.cpu_seconds() for s in servers}
@@ -502,6 +507,10 @@ def run_row(w: Workload, datastore: str, drivers: int, mode: str, args: argparse
         for store in stores.values():
             store.drop()
     shutil.rmtree(workdir, ignore_errors=True)
+    floor_after = measure_floor(w)
+    floor = (floor_before + floor_after) / 2
+    row["floor_ms"] = floor * 1000
+    row["floor_drift"] = max(floor_before, floor_after) / min(floor_before, floor_after)
     drained = n - at_upload_end
     agg_rate = drained / (t2 - t1) if drained >= n // 5 and t2 > t1 else None
     cpu_per_report = (cpu["leader"] + cpu["helper"]) / n
@@ -539,6 +548,8 @@ def print_table(rows: list[dict[str, Any]]) -> None:
             notes.append(f"agg < {r['target']:.0f}")
         if r["ratio"] > CPU_TARGET_RATIO:
             notes.append(f"CPU > {CPU_TARGET_RATIO:.0f}x floor")
+        if r.get("floor_drift", 1.0) > 1.25:
+            notes.append(f"floor drifted {r['floor_drift']:.2f}x during the row")
         db = fmt(r["db_ms"] if r["datastore"] != "sqlite" else None, ".3f")
         print(lead + f"{r['upload_rate']:>8.0f} {fmt(r['aggregation_rate']):>6} "
               f"{r['end_to_end_rate']:>6.0f} {r['cpu_ms']:>7.3f} {r['floor_ms']:>8.3f} "
@@ -547,7 +558,8 @@ def print_table(rows: list[dict[str, Any]]) -> None:
     print("agg/s: reports aggregated after the upload / time from its end to the last "
           "('-': aggregation kept pace with the upload); e2e/s: all reports / time from "
           "the upload's start to the last aggregated; CPU ms: Leader + Helper CPU per "
-          "report; floor: HPKE open x2 + VDAF preparation alone, this run; ratio = CPU / "
+          "report; floor: HPKE open x2 + VDAF preparation alone, the mean of its measures "
+          "just before and just after the row; ratio = CPU / "
           "floor (target <= 2); db ms: PostgreSQL's own CPU per report (not in CPU ms); "
           "r/job: reports per aggregation job (the Leader's max_job_size at most)")
     # PostgreSQL beside SQLite, row for row (target: within 30 %).
