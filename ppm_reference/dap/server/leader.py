@@ -308,6 +308,12 @@ class LeaderWorker:
                         # its step ends.
                         if name == "step_jobs":
                             stepped = done
+                        elif name == "create_jobs" and done and len(self.in_flight) >= \
+                                max(1, cfg.job_concurrency):
+                            # Jobs made and every step slot taken: the next pass would
+                            # find nothing to do until a step ends, which wakes the
+                            # worker (a scan saved per job).
+                            pass
                         else:
                             busy = done or busy
                     self.retention.maybe_run()
