@@ -233,6 +233,11 @@ def test_job_fill_waits_for_the_tasks_running_step(datastore_spec: Callable[[str
         assert (busy in worker.filling) is waits
         assert (busy in worker.create_not_before) is waits
         assert not worker.rescan
+        # An upload's news brings back the tasks that made no job, not those that wait
+        # for their running step.
+        worker.create_not_before[b"other"] = (time.monotonic() + 60, st.clock() + 60)
+        worker.news_arrived()
+        assert set(worker.create_not_before) == ({busy} if waits else set())
         # The step ends: a waiting task is looked at by the next pass, which scans.
         worker._step_ended(busy, None)  # type: ignore[arg-type]
         assert busy not in worker.stepping

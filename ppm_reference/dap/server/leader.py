@@ -352,9 +352,7 @@ class LeaderWorker:
                                                        cfg.work_poll_interval,
                                                        cfg.worker_interval)
                         if woken and (news is None or getattr(wake, "news", None) != news):
-                            # Woken by news (not by the end of a step): new reports may
-                            # have come for the tasks that made no job.
-                            self.create_not_before.clear()
+                            self.news_arrived()
                     else:
                         woken = False
                         await asyncio.sleep(0)
@@ -542,6 +540,15 @@ class LeaderWorker:
             self.in_flight.add(step)
             step.add_done_callback(self.in_flight.discard)
             step.add_done_callback(functools.partial(self._step_ended, tid))
+
+    def news_arrived(self) -> None:
+        """Woken by news (an upload, a collection job; not the end of a step): new
+        reports may have come for the tasks that made no job, which are looked at again
+        at the next pass. Not those waiting for their running step (job fill): the step's
+        end brings them back, and looking at them at every upload would read their
+        reports again and again."""
+        self.create_not_before = {t: v for t, v in self.create_not_before.items()
+                                  if t in self.filling}
 
     def _step_ended(self, task_id: bytes, _step: asyncio.Task[None]) -> None:
         left = self.stepping.get(task_id, 1) - 1
