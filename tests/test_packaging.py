@@ -13,6 +13,7 @@ warm pip cache for setuptools) and checks:
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import tarfile
@@ -60,7 +61,15 @@ def dists(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     except ImportError:
         pytest.skip("the `build` package is not installed (pip install -e '.[test]')")
     out = tmp_path_factory.mktemp("dist")
-    proc = subprocess.run([sys.executable, "-m", "build", "-q", "-o", str(out), str(ROOT)],
+    # Built from a copy of the checkout: the other test workers write into it meanwhile
+    # (compiled modules' temporary files under tests/ and ppm_reference/, which come and
+    # go while the sdist lists and copies its files; seen failing the build once).
+    src = tmp_path_factory.mktemp("src") / "checkout"
+    shutil.copytree(ROOT, src, ignore=shutil.ignore_patterns(
+        ".venv", ".git", "__pycache__", "*.pyc*", ".hypothesis", ".mypy_cache",
+        ".pytest_cache", ".ruff_cache", "*.egg-info", "build", "dist", "target",
+        "node_modules"))
+    proc = subprocess.run([sys.executable, "-m", "build", "-q", "-o", str(out), str(src)],
                           capture_output=True, text=True, timeout=600)
     if proc.returncode != 0 and "Could not find a version" in proc.stderr + proc.stdout:
         pytest.skip("python -m build could not fetch setuptools (no PyPI, cold pip cache)")
