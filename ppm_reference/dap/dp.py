@@ -383,15 +383,18 @@ def noise_agg_share(task: Any, agg_share: list[int], rng: Any) -> list[int]:
 async def keep_noise_reserves(tasks: Callable[[], Iterable[Any]], rng: Any,
                               interval: float = 0.25) -> None:
     """Keep the noise reserve of every task `tasks()` returns (an Aggregator's DP tasks)
-    full, forever: the server runs it next to its worker. The draws run in a worker
-    thread, so that the event loop keeps answering requests meanwhile; a task whose
+    full, forever: the server runs it next to its worker. The listing and the draws run
+    in a worker thread, so that the event loop keeps answering requests meanwhile; a task whose
     reserve fails is logged and skipped (the others go on). Cancelled, it stops the
     thread's draw within `DRAW_CHUNK` coordinates."""
     stop = threading.Event()
     try:
         while True:
             try:
-                current = list(tasks())
+                # In a worker thread: listing reads the datastore and, the first time,
+                # loads every task (about 0.4 ms each), which must not hold up the event
+                # loop's requests.
+                current = await asyncio.to_thread(lambda: list(tasks()))
             except Exception:  # noqa: BLE001 - keep the loop alive
                 log.exception("DP noise reserves: cannot list the tasks")
                 current = []
