@@ -394,8 +394,8 @@ class LeaderWorker:
         # Aggregators (a request, transactions), and a partial job sent beside a running
         # one gains no time, since the Helper is busy with that one. With many tasks
         # (a job per task in flight) nothing waits.
-        fill = core.JobSizes(max(cfg.min_job_size, cfg.max_job_size), cfg.max_job_size,
-                             cfg.straggler_age, jobs_per_pass=1)
+        fill = core.JobSizes(cfg.max_job_size, cfg.max_job_size, cfg.straggler_age,
+                             jobs_per_pass=1)
         keyring = st.keyring()
         now = st.clock()
         # Only the tasks with work, from indexes (not every task): new reports, or (a VDAF
