@@ -415,8 +415,13 @@ def _collected(spec: str) -> int:
 
 def _upload_retrying(pt: Any, measurements: list[Any], per_request: int) -> int:
     """Upload in small requests; a request refused while the database restarts is sent
-    again (the same reports: an Aggregator that stored them answers as a replay)."""
+    again (the same reports). The number of reports stored: accepted, or, on a request
+    sent again, refused as replays. A commit whose connection the restart cut has an
+    unknown outcome and is answered with a 500 (dap.storage.postgres); if it did commit,
+    the Aggregator answers the second sending with report_replayed, and those reports
+    are stored (and must be counted) all the same."""
     from ppm_reference.dap.client import Client
+    from ppm_reference.dap.common import ReportError
 
     async def go() -> int:
         accepted = 0
@@ -425,15 +430,19 @@ def _upload_retrying(pt: Any, measurements: list[Any], per_request: int) -> int:
             for i in range(0, len(reports), per_request):
                 chunk = reports[i : i + per_request]
                 deadline = time.monotonic() + 90
+                resent = False
                 while True:
                     try:
                         result = await client.upload_reports(chunk)
                     except Exception:  # noqa: BLE001 - 500 during the restart: send again
                         if time.monotonic() > deadline:
                             raise
+                        resent = True
                         await asyncio.sleep(0.2)
                         continue
-                    accepted += len(chunk) - len(result.rejected)
+                    refused = [e for e in result.rejected.values()
+                               if not (resent and e == ReportError.REPORT_REPLAYED)]
+                    accepted += len(chunk) - len(refused)
                     break
         return accepted
 
