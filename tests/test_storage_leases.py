@@ -79,7 +79,14 @@ def test_a_leased_job_goes_to_one_process_and_only_the_holder_commits(
     token = next(j.lease_token for j in taken if j.job_id == first.job_id)
     with b.transaction() as tx:
         fresh = tx.get_leased_aggregation_job(T1, first.job_id, token)
-        assert fresh is not None and fresh.lease_token == token
+        assert fresh is not None and fresh.lease_token == token and fresh.request == b"req"
+        # Without its request (a caller that holds it): the rest of the record alike.
+        bare = tx.get_leased_aggregation_job(T1, first.job_id, token, with_request=False)
+        assert bare is not None and bare.request == b""
+        bare.request = fresh.request
+        assert bare == fresh
+        assert tx.get_leased_aggregation_job(T1, first.job_id, first.lease_token,
+                                             with_request=False) is None
         fresh.step = 1
         tx.update_aggregation_job(fresh)
     with a.transaction() as tx:

@@ -62,6 +62,14 @@ class CommitMemo:
             self._aggregated |= tx.aggregated_among(task.task_id, ids)
             self._checked.update(ids)
 
+    def known_aggregated(self, report_ids: Sequence[bytes], aggregated: set[bytes]) -> None:
+        """Take whether each of `report_ids` is aggregated from a read made before the
+        transaction (`aggregated`: those that are): for checks that are early outs only,
+        whose commit checks again (the marking in `commit_output_shares`)."""
+        ids = [bytes(r) for r in report_ids]
+        self._checked.update(ids)
+        self._aggregated |= {r for r in ids if r in aggregated}
+
     def report_aggregated(self, tx: Transaction, task: AggregatorTask,
                           report_id: bytes) -> bool:
         """`is_report_aggregated`, from the prefetch when it covered `report_id` (the
@@ -92,14 +100,16 @@ class CommitMemo:
 
 
 def commit_error(tx: Transaction, task: AggregatorTask, report_id: bytes, report_time: int,
-                 bucket: bytes, agg_param: bytes = b"", memo: CommitMemo | None = None
-                 ) -> ReportError | None:
+                 bucket: bytes, agg_param: bytes = b"", memo: CommitMemo | None = None,
+                 replay: bool = True) -> ReportError | None:
     """The checks before committing an output share (Section 4.5.3.3), and the report
     whose replay state this Aggregator may have evicted (`dap.core.retention`): DAP-18
     Section 4.5.2.4, "If an Aggregator cannot determine if an input share is valid ...
     it MUST mark the input share as invalid with error report_dropped". A VDAF with an
     aggregation parameter has its own replay checks (`agg_params.replay_error`).
-    `memo`: the transaction's `CommitMemo` (none: read everything)."""
+    `memo`: the transaction's `CommitMemo` (none: read everything). `replay=False`: the
+    replay check (last) is left to the caller, which marks the report aggregated with a
+    statement that says whether it already was (`commit_output_shares`)."""
     memo = memo or CommitMemo()
     horizon = memo.horizon(tx, task)
     if horizon is not None and report_time < horizon:
@@ -111,7 +121,7 @@ def commit_error(tx: Transaction, task: AggregatorTask, report_id: bytes, report
             return ReportError.BATCH_COLLECTED
     elif memo.bucket_collected(tx, task, bucket):
         return ReportError.BATCH_COLLECTED
-    if memo.report_aggregated(tx, task, report_id):
+    if replay and memo.report_aggregated(tx, task, report_id):
         return ReportError.REPORT_REPLAYED
     return None
 
@@ -137,12 +147,15 @@ def commit_output_shares(tx: Transaction, task: AggregatorTask, agg_param: bytes
     decoded_param = vdaf.decode_agg_param(agg_param)
     failed: dict[bytes, ReportError] = {}
     per_param = agg_params.uses_agg_param(task)
-    if not per_param:
-        memo.prefetch_aggregated(tx, task, [s.report_id for s in shares])
     passed: list[OutputShare] = []
     for share in shares:
+        # Without an aggregation parameter the replay check is the marking below (its
+        # INSERT ... ON CONFLICT says which reports were aggregated already): it comes
+        # last in `commit_error` too, so the errors are the same, and a job's reports
+        # are not looked up once more (a statement over every report of the job, in the
+        # transaction).
         err = commit_error(tx, task, share.report_id, share.time, share.bucket, agg_param,
-                           memo)
+                           memo, replay=per_param)
         if err is None and per_param and not agg_params.record_aggregated(
                 tx, task, share.report_id, agg_param):
             err = ReportError.REPORT_REPLAYED

@@ -260,16 +260,20 @@ def create_aggregation_jobs(tx: Transaction, task: AggregatorTask, keyring: Keyr
                             now: float, sizes: JobSizes, clock_skew: int, *, rng: Rng,
                             prepared: PreparedReports | None = None,
                             new_reports: Sequence[ClientReportRecord] | None = None,
-                            lease: tuple[bytes, float] | None = None
+                            lease: tuple[bytes, float] | None = None,
+                            aggregated: set[bytes] | None = None
                             ) -> list[AggregationJobRecord]:
     """Turn uploaded reports into aggregation jobs. Fewer than `min_job_size` reports
     wait, unless the oldest has waited `straggler_age` seconds (stragglers do not stall
     collection). Job IDs and new leader-selected batch IDs are drawn from `rng`.
     `prepared` (from `prepare_aggregation_jobs`) spares the transaction the decryption
     and VDAF work of the reports it covers. `new_reports`: what `reports_ready` returned in this
-    same transaction (not read again). `lease`: (token, expiry) of a lease the new jobs
+    same transaction, or in an earlier one of a creation lease held since (not read
+    again). `lease`: (token, expiry) of a lease the new jobs
     are stored with, as `Transaction.acquire_aggregation_jobs` would give them (the
-    caller steps them at once).
+    caller steps them at once). `aggregated` (with `new_reports`): which of those were
+    found aggregated already, read before the transaction (not read in it); the replay check
+    here only spares the Helper a report, the commit's is the one that counts.
 
     Reports uploaded into the interval of a pending time-interval collection job after
     its cutoff wait (`reports_ready`): the job completes the aggregation jobs already
@@ -309,7 +313,10 @@ def create_aggregation_jobs(tx: Transaction, task: AggregatorTask, keyring: Keyr
     ready: list[tuple[ClientReportRecord, Any, Continued]] = []
     bounds: dict[bytes, int] = {}
     memo = CommitMemo()
-    memo.prefetch_aggregated(tx, task, [r.report_id for r in reports])
+    if aggregated is not None and new_reports is not None:
+        memo.known_aggregated([r.report_id for r in reports], aggregated)
+    else:
+        memo.prefetch_aggregated(tx, task, [r.report_id for r in reports])
     failures: dict[int, list[bytes]] = {}
     for rec in reports:
         pre = outcomes.get(bytes(rec.report_id))
@@ -569,16 +576,21 @@ def prepare_job_response(task: AggregatorTask, job: AggregationJobRecord,
 def process_aggregation_job_response(tx: Transaction, task: AggregatorTask,
                                      job: AggregationJobRecord, body: bytes, *,
                                      prepared: dict[bytes, tuple[bytes | None, Any]]
-                                     | None = None) -> AggregationJobState:
+                                     | None = None,
+                                     records: Sequence[ReportAggregationRecord] | None = None
+                                     ) -> AggregationJobState:
     """Process the Helper's `AggregationJobResp` to the job's current request: commit
     finished output shares, reject what was rejected, and prepare the next request if
     verification continues. A response that does not match abandons the job. Returns the
     job's new state. `prepared` (from `prepare_job_response`) spares the transaction the
-    VDAF work."""
+    VDAF work. `records`: the job's report aggregations as the caller read them at this
+    step (not read again; they are changed here); only for a caller that knows they are
+    still the stored ones (the holder of the job's lease, see dap.server.leader)."""
     tid = task.task_id
     vdaf = task.vdaf
     ctx = task.task.vdaf_ctx()
-    records = [r for r in tx.get_report_aggregations(tid, job.job_id)
+    records = [r for r in (tx.get_report_aggregations(tid, job.job_id) if records is None
+                           else records)
                if r.state in _UNFINISHED]
     try:
         resps = task.wire.decode_job_resp(body)

@@ -333,11 +333,14 @@ class Transaction(Protocol):
     # expired), oldest due first; each gets lease_expiry = now + lease and a fresh random
     # lease_token. Concurrent callers in other processes never get the same job while its
     # lease runs: SQLite's BEGIN IMMEDIATE, PostgreSQL's FOR UPDATE SKIP LOCKED.)
-    def get_leased_aggregation_job(self, task_id: bytes, job_id: bytes, lease_token: bytes
-                                   ) -> AggregationJobRecord | None:
+    def get_leased_aggregation_job(self, task_id: bytes, job_id: bytes, lease_token: bytes,
+                                   with_request: bool = True) -> AggregationJobRecord | None:
         """The job if its lease token is still `lease_token` (nobody acquired it since),
         locked until the transaction ends (PostgreSQL: SELECT ... FOR UPDATE); None
-        otherwise. The compare of a compare-and-set: the caller then updates it."""
+        otherwise. The compare of a compare-and-set: the caller then updates it.
+        `with_request=False`: its `request` (the Leader's stored request, every report's
+        shares) is not read, and is b"" in the record: for a caller that holds it already
+        and sets it before writing the record back."""
         ...
     def count_active_aggregation_jobs(self, task_id: bytes, batch_id: bytes | None = None,
                                       time_from: int | None = None,

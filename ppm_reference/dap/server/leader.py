@@ -462,19 +462,36 @@ class LeaderWorker:
                             leased.extend(jobs)
                         return len(jobs)
                     prepared = None
+                    aggregated = None
                     if new:
                         # Decryption and VDAF preparation outside the transaction, which
                         # then only checks and commits (a short hold of the datastore).
                         prepared = core.prepare_aggregation_jobs(task, keyring, new, now,
                                                                  cfg.clock_skew)
+                        if not agg_params.uses_agg_param(task):
+                            # The replay check of job creation, from a read beside the
+                            # writers (the commit of each report's output share is the
+                            # check that counts: dap.core.buckets.commit_output_shares).
+                            with st.datastore.read() as rtx:
+                                aggregated = rtx.aggregated_among(
+                                    tid, [r.report_id for r in new])
                     with st.datastore.transaction() as tx:
                         # Compare-and-set: commit only while the lease is still ours.
-                        if not tx.try_lease(CREATE_JOBS, tid, self.holder, st.clock(),
+                        again = st.clock()
+                        if not tx.try_lease(CREATE_JOBS, tid, self.holder, again,
                                             cfg.job_lease):
                             return -1
+                        # Held since the first transaction (taken at `now` for job_lease,
+                        # not yet expired; half of it left for other hosts' clocks), so no
+                        # other creator took these reports: they are still new, and not
+                        # read again (a statement over the job's reports, in the lock).
+                        # Their other change, eviction, is seen in the transaction's
+                        # horizon check. Otherwise the reports still new are read again.
+                        held = again < now + cfg.job_lease / 2
                         count = len(core.create_aggregation_jobs(
                             tx, task, keyring, now, sizes, cfg.clock_skew, rng=st.rng,
-                            prepared=prepared))
+                            prepared=prepared, new_reports=new if held else None,
+                            aggregated=aggregated if held else None))
                         if work is not None:
                             tx.delete_task_work(tid)
                         tx.release_lease(CREATE_JOBS, tid, self.holder)
@@ -640,24 +657,31 @@ class LeaderWorker:
                 # each report's stored state against these.) A small answer's (a few
                 # reports) is done in the transaction: less than a read transaction.
                 prepared = None
+                records = None
                 if len(content) > SMALL_RESPONSE_BYTES:
                     with st.datastore.read() as tx:
                         records = tx.get_report_aggregations(job.task_id, job.job_id)
                     prepared = core.prepare_job_response(task, job, records, content)
                 with st.datastore.transaction() as tx:
                     # Compare-and-set on the lease token: a worker whose lease expired
-                    # (another process took the job) does not commit.
+                    # (another process took the job) does not commit. Only the lease's
+                    # holder changes an active job, its step and request (the request
+                    # changes with the step), and its report aggregations; and this
+                    # worker's lease was committed before `records` were read. So if the
+                    # token, state and step are still these, the stored request is
+                    # `job.request` (not read again: every report's shares) and the
+                    # stored report aggregations are `records` (not read again either).
                     fresh = tx.get_leased_aggregation_job(job.task_id, job.job_id,
-                                                          job.lease_token)
+                                                          job.lease_token, with_request=False)
                     if fresh is None or fresh.state != AggregationJobState.ACTIVE \
-                            or fresh.step != job.step \
-                            or fresh.request != job.request:
+                            or fresh.step != job.step:
                         return None  # a late answer to a step another worker processed
+                    fresh.request = job.request
                     fresh.helper_url = job.helper_url
                     fresh.response = None
                     fresh.lease_expiry = 0.0
                     new_state = core.process_aggregation_job_response(
-                        tx, task, fresh, content, prepared=prepared)
+                        tx, task, fresh, content, prepared=prepared, records=records)
                     return new_state == AggregationJobState.ABANDONED
 
             # The Leader's VDAF work on the answer (at most max_job_size reports) runs in

@@ -674,10 +674,14 @@ class PostgresTransaction:
         jobs.sort(key=lambda j: (j.next_attempt_at, j.created_at))
         return jobs
 
-    def get_leased_aggregation_job(self, task_id: bytes, job_id: bytes, lease_token: bytes
-                                   ) -> AggregationJobRecord | None:
+    def get_leased_aggregation_job(self, task_id: bytes, job_id: bytes, lease_token: bytes,
+                                   with_request: bool = True) -> AggregationJobRecord | None:
+        # Without the request: its value (100 KB and more, compressed out of line) is
+        # neither decompressed nor sent.
+        cols = self._AGG_COLS if with_request else self._AGG_COLS.replace(
+            " request,", " ''::bytea AS request,", 1)
         return self._one(AggregationJobRecord,
-                         f"SELECT {self._AGG_COLS} FROM aggregation_jobs WHERE task_id=%s AND "
+                         f"SELECT {cols} FROM aggregation_jobs WHERE task_id=%s AND "
                          "job_id=%s AND lease_token=%s FOR UPDATE",
                          (bytes(task_id), bytes(job_id), bytes(lease_token)))
 

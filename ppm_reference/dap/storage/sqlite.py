@@ -381,10 +381,12 @@ class SqliteTransaction:
                            (job.lease_expiry, job.lease_token, job.task_id, job.job_id))
         return jobs
 
-    def get_leased_aggregation_job(self, task_id: bytes, job_id: bytes, lease_token: bytes
-                                   ) -> AggregationJobRecord | None:
+    def get_leased_aggregation_job(self, task_id: bytes, job_id: bytes, lease_token: bytes,
+                                   with_request: bool = True) -> AggregationJobRecord | None:
+        cols = self._AGG_COLS if with_request else self._AGG_COLS.replace(
+            " request,", " x'' AS request,", 1)
         return self._one(AggregationJobRecord,
-                         f"SELECT {self._AGG_COLS} FROM aggregation_jobs WHERE task_id=? AND "
+                         f"SELECT {cols} FROM aggregation_jobs WHERE task_id=? AND "
                          "job_id=? AND lease_token=?",
                          (bytes(task_id), bytes(job_id), bytes(lease_token)))
 
