@@ -770,6 +770,13 @@ def test_aggregation_job_idempotency_steps_and_deletion(tmp_path: Path,
             assert resp.status == 200
             assert [t for t, _ in verify_resps(resp)] == [VerifyRespType.CONTINUE] * 2
             await settle(env.pair)
+            # Answered: the Helper keeps the request's hash and its response, not the
+            # request (every report's shares).
+            with env.pair.helper_state.datastore.transaction() as tx:
+                stored_job = tx.get_aggregation_job(env.task_id, base64.urlsafe_b64decode(
+                    location.rsplit("/", 1)[1] + "=="))
+            assert stored_job is not None and stored_job.request == b"" \
+                and len(stored_job.request_hash) == 32 and stored_job.response == resp.body
             with unchanged(env.pair):
                 # A retried identical POST: the same job, its current state.
                 retry = await env.init_job(body)

@@ -103,6 +103,7 @@ collected first), and the Leader and the Helper agree on every batch bucket.
 from __future__ import annotations
 
 import asyncio
+import base64
 import dataclasses
 import hashlib
 import os
@@ -412,6 +413,10 @@ class Network:
         self.faulty = True
         self.stale: list[tuple[str, str, bytes, dict[str, str]]] = []
         self.stats: dict[str, int] = {}
+        # The init requests the Helper accepted, (path, body): the forged replay's shares
+        # (the Helper does not keep a request once it has answered it).
+        self.init_requests: list[tuple[str, bytes]] = []
+        self.init_type = sim.profile.media_type_for("AggregationJobInitReq")
 
     def _fault(self) -> str:
         if not self.faulty:
@@ -441,6 +446,9 @@ class Network:
                 except Crash:
                     raise aiohttp.ServerDisconnectedError() from None
                 assert isinstance(resp, web.Response)
+                if node is self.sim.helper and resp.status < 300 \
+                        and headers.get("Content-Type") == self.init_type:
+                    self.init_requests.append((parts.path, body))  # accepted
                 return FakeResponse(resp.status, CIMultiDict(resp.headers),
                                     bytes(resp.body or b""))  # type: ignore[arg-type]
         return FakeResponse(404, CIMultiDict(), b"")
@@ -862,8 +870,9 @@ class Simulation:
             return
         task = self.rng.choice(self.tasks)
         hconn = self.db["helper"]
-        rows = hconn.execute("SELECT request FROM aggregation_jobs WHERE task_id=? AND "
-                             "role='helper'", (task.tid,)).fetchall()
+        tid_b64 = base64.urlsafe_b64encode(task.tid).rstrip(b"=").decode()
+        rows = [(body,) for path, body in self.network.init_requests
+                if f"/{tid_b64}/" in path]
         aggregated = {bytes(r[0]) for r in hconn.execute(
             "SELECT report_id FROM aggregated_reports WHERE task_id=?", (task.tid,))}
         self.rng.shuffle(rows)

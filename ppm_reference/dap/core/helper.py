@@ -268,6 +268,7 @@ def _reject_all(tx: Transaction, task: AggregatorTask, job: AggregationJobRecord
     job.response = task.wire.encode_job_resp([_reject(item.report_id, error)
                                               for item in req.items])
     job.state = AggregationJobState.FINISHED
+    job.request = b""  # answered (as in `process_aggregation_job`)
     (tx.update_aggregation_job if stored else tx.put_aggregation_job)(job)
 
 
@@ -353,6 +354,10 @@ def process_aggregation_job(tx: Transaction, task: AggregatorTask, job: Aggregat
     job.state = (AggregationJobState.ACTIVE
                  if any(r.state == ReportAggregationState.ACTIVE for r in records)
                  else AggregationJobState.FINISHED)
+    # Answered: the request (every report's shares) is not stored beyond this point. A
+    # retry of it is recognised by its hash and answered with the stored response; a
+    # continuation works from the report aggregations.
+    job.request = b""
     (tx.update_aggregation_job if stored else tx.put_aggregation_job)(job)
 
 
