@@ -295,15 +295,25 @@ def process_aggregation_job(tx: Transaction, task: AggregatorTask, job: Aggregat
     to_commit: list[tuple[int, OutputShare]] = []
     outbound: dict[int, bytes] = {}
     memo = CommitMemo()
-    if not agg_params.uses_agg_param(task):
-        memo.prefetch_aggregated(tx, task, [item.report_id for item in req.items])
+    # Without an aggregation parameter the replay check is left to the commit (the
+    # marking in `commit_output_shares` says which reports were aggregated already):
+    # "Helpers may perform these checks at any time before commitment" (DAP-18 Section
+    # 4.5.3.3), and the job's reports are not looked up one more time in the
+    # transaction. A replay is then verified before it is refused (the verification ran
+    # before the transaction, `prepared`), and a replay that also fails verification is
+    # refused with vdaf_verify_error rather than report_replayed (the checks are "in any
+    # order", Section 4.5.2.4).
+    early_replay = agg_params.uses_agg_param(task)
+    memo.prefetch(tx, task, [item.time for item in req.items],
+                  [job.batch_id] if job.batch_id is not None else [])
     for ord_, item in enumerate(req.items):
         rid = item.report_id
         rec = ReportAggregationRecord(task.task_id, job.job_id, ord_, rid, item.time,
                                       ReportAggregationState.REJECTED)
         records.append(rec)
         bucket = bucket_for(task, item.time, job.batch_id)
-        error = commit_error(tx, task, item.report_id, item.time, bucket, job.agg_param, memo)
+        error = commit_error(tx, task, item.report_id, item.time, bucket, job.agg_param, memo,
+                             replay=early_replay)
         bound = 0
         if error is None and prepared is not None and prepared.outcomes is not None:
             outcome = prepared.outcomes[ord_]
