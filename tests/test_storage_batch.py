@@ -141,6 +141,49 @@ def test_read_sees_what_was_committed(store: Any, backend: str) -> None:
         assert [r.report for r in tx.get_client_reports(TID, [_rid(1)])] == [b"r"]
 
 
+_TIMES = st.integers(0, 40) | st.just(2**64 - 1) | st.just(2**63 - 1)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_commit_context_is_the_single_queries(store: Any, backend: str) -> None:
+    """`commit_context` (one query) answers what `get_eviction_horizon`,
+    `interval_overlaps_collected(t, t + 1)` and `is_bucket_collected` answer one by one,
+    for random collected intervals (touching, overlapping, open-ended at the largest
+    time), buckets and horizons, and leaves another task's alone."""
+    counter = iter(range(10**6))
+
+    @settings(max_examples=40, deadline=None,
+              suppress_health_check=[HealthCheck.function_scoped_fixture])
+    @given(intervals=st.lists(st.tuples(st.integers(0, 40), st.integers(1, 10)), max_size=4),
+           open_ended=st.booleans(), horizon=st.none() | st.integers(0, 40),
+           collected=st.lists(st.binary(min_size=1, max_size=4), max_size=3),
+           times=st.lists(_TIMES, max_size=8),
+           buckets=st.lists(st.binary(min_size=1, max_size=4), max_size=4))
+    def check(intervals: list[tuple[int, int]], open_ended: bool, horizon: int | None,
+              collected: list[bytes], times: list[int], buckets: list[bytes]) -> None:
+        tid = next(counter).to_bytes(32, "big")
+        with store.transaction() as tx:
+            for start, length in intervals:
+                tx.mark_interval_collected(tid, start, start + length)
+            if open_ended:
+                tx.mark_interval_collected(tid, 35, 2**64)
+            tx.mark_buckets_collected(tid, collected)
+            if horizon is not None:
+                tx.set_eviction_horizon(tid, horizon)
+            tx.mark_interval_collected(OTHER, 0, 2**64)        # another task's
+            tx.mark_buckets_collected(OTHER, buckets)
+        with store.transaction() as tx:
+            got = tx.commit_context(tid, times, buckets)
+            want = (tx.get_eviction_horizon(tid),
+                    {t for t in times if tx.interval_overlaps_collected(tid, t, t + 1)},
+                    {b for b in buckets if tx.is_bucket_collected(tid, b)})
+            assert tx.commit_context(tid, [], []) == (want[0], set(), set())
+        assert got == want
+        assert got[0] == horizon
+
+    check()
+
+
 # -- PostgreSQL only ---------------------------------------------------------------------
 
 

@@ -8,7 +8,7 @@ batch interval is a range of bucket identifiers.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -61,6 +61,28 @@ class CommitMemo:
         if ids:
             self._aggregated |= tx.aggregated_among(task.task_id, ids)
             self._checked.update(ids)
+
+    def prefetch(self, tx: Transaction, task: AggregatorTask, times: Iterable[int],
+                 buckets: Iterable[bytes] = ()) -> None:
+        """Read the horizon, and whether each of `times` (time-interval tasks) or
+        `buckets` (leader-selected) is collected, in one query (`commit_context`) for
+        what is not memoised yet: the checks of a job's or an upload's reports then make
+        no round trip each."""
+        if task.batch_mode == BatchMode.TIME_INTERVAL:
+            ts = {int(t) for t in times} - self._collected_times.keys()
+            bs: set[bytes] = set()
+        else:
+            ts = set()
+            bs = {bytes(b) for b in buckets} - self._collected_buckets.keys()
+        if not ts and not bs and self._horizon is not None:
+            return
+        horizon, times_in, buckets_in = tx.commit_context(task.task_id, sorted(ts),
+                                                          sorted(bs))
+        self._horizon = (horizon,)
+        for t in ts:
+            self._collected_times[t] = t in times_in
+        for b in bs:
+            self._collected_buckets[b] = b in buckets_in
 
     def known_aggregated(self, report_ids: Sequence[bytes], aggregated: set[bytes]) -> None:
         """Take whether each of `report_ids` is aggregated from a read made before the
@@ -148,6 +170,8 @@ def commit_output_shares(tx: Transaction, task: AggregatorTask, agg_param: bytes
     failed: dict[bytes, ReportError] = {}
     per_param = agg_params.uses_agg_param(task)
     passed: list[OutputShare] = []
+    if shares:
+        memo.prefetch(tx, task, [s.time for s in shares], [s.bucket for s in shares])
     for share in shares:
         # Without an aggregation parameter the replay check is the marking below (its
         # INSERT ... ON CONFLICT says which reports were aggregated already): it comes

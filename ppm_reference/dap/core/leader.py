@@ -166,11 +166,18 @@ def commit_uploads(tx: Transaction, prepared: Sequence[PreparedUpload]
     memos: dict[bytes, tuple[CommitMemo, int | None]] = {}
     statuses: list[list[tuple[int, bytes, ReportError]]] = [[] for _ in prepared]
     candidates: list[tuple[int, int, ClientReportRecord]] = []
+    times: dict[bytes, set[int]] = {}
+    for upload in prepared:
+        times.setdefault(bytes(upload.task.task_id), set()).update(
+            t for _, _, t, error, _ in upload.reports if error is None)
     for i, upload in enumerate(prepared):
         task = upload.task
         tid = bytes(task.task_id)
         if tid not in memos:
-            memos[tid] = (CommitMemo(), tx.get_eviction_horizon(tid))
+            memo = CommitMemo()
+            # Each task's horizon and collected intervals, one query per task.
+            memo.prefetch(tx, task, times[tid])
+            memos[tid] = (memo, memo.horizon(tx, task))
         memo, horizon = memos[tid]
         for pos, rid, t, error, encoded in upload.reports:
             if error is None and horizon is not None and t < horizon:
@@ -317,6 +324,8 @@ def create_aggregation_jobs(tx: Transaction, task: AggregatorTask, keyring: Keyr
         memo.known_aggregated([r.report_id for r in reports], aggregated)
     else:
         memo.prefetch_aggregated(tx, task, [r.report_id for r in reports])
+    if reports:
+        memo.prefetch(tx, task, [r.time for r in reports])  # (no bucket checked here)
     failures: dict[int, list[bytes]] = {}
     for rec in reports:
         pre = outcomes.get(bytes(rec.report_id))

@@ -849,6 +849,26 @@ class PostgresTransaction:
                               "start<%s AND end_>%s LIMIT 1",
                               (bytes(task_id), _end(end), _t(start))).fetchone() is not None
 
+    def commit_context(self, task_id: bytes, times: Sequence[int], buckets: Sequence[bytes]
+                       ) -> tuple[int | None, set[int], set[bytes]]:
+        # One round trip for what would be one per query (each in the transaction lock).
+        tid = bytes(task_id)
+        ts = sorted(set(times))
+        row = self.c.execute(
+            "SELECT (SELECT horizon FROM eviction_horizons WHERE task_id=%s), "
+            "ARRAY(SELECT u.t FROM unnest(%s::bigint[]) AS u(t) WHERE EXISTS (SELECT 1 FROM "
+            "collected_intervals c WHERE c.task_id=%s AND c.start<u.t+1 AND c.end_>u.t)), "
+            "ARRAY(SELECT b.bucket FROM collected_buckets b WHERE b.task_id=%s AND "
+            "b.bucket = ANY(%s::bytea[]))",
+            (tid, _Int8(sorted({_t(t) for t in ts})), tid, tid,
+             _Bytea(sorted({bytes(b) for b in buckets})))
+        ).fetchone()
+        assert row is not None
+        held = {int(t) for t in row[1] or ()}
+        return (None if row[0] is None else int(row[0]),
+                {t for t in ts if _t(t) in held},  # (as clamped when stored)
+                {bytes(b) for b in row[2] or ()})
+
     def count_reports_in_active_jobs(self, task_id: bytes, batch_id: bytes) -> int:
         return self._count(
             "SELECT COUNT(*) FROM report_aggregations r JOIN aggregation_jobs j ON "

@@ -524,6 +524,13 @@ class SqliteTransaction:
                               "AND end_>? LIMIT 1", (bytes(task_id), _end(end), _t(start))
                               ).fetchone() is not None
 
+    def commit_context(self, task_id: bytes, times: Sequence[int], buckets: Sequence[bytes]
+                       ) -> tuple[int | None, set[int], set[bytes]]:
+        # In process: no round trip to save, the queries one by one.
+        return (self.get_eviction_horizon(task_id),
+                {t for t in set(times) if self.interval_overlaps_collected(task_id, t, t + 1)},
+                {bytes(b) for b in set(buckets) if self.is_bucket_collected(task_id, b)})
+
     # -- VDAFs with an aggregation parameter ---------------------------------------------
 
     def record_report_agg_param(self, task_id: bytes, report_id: bytes,
