@@ -643,3 +643,16 @@ def test_batch_checksum() -> None:
 
 def test_verify_resp_type_values() -> None:
     assert [int(v) for v in VerifyRespType] == [0, 1, 2]
+
+
+@given(st.integers(0, 2**64 - 1))
+def test_time_bucket_is_the_encoded_interval(t: int) -> None:
+    """`time_bucket` packs the report's time-unit Interval directly (a fast path): the
+    same bytes as the codec's, which decode back to (t, 1)."""
+    from ppm_reference.dap.common import Duration, Interval, Time
+    from ppm_reference.dap.core.buckets import time_bucket
+
+    encoded = Interval(Time(t), Duration(1)).encode()
+    assert time_bucket(t) == encoded
+    decoded = Interval.decode(time_bucket(t))
+    assert (int(decoded.start), int(decoded.duration)) == (t, 1)
