@@ -33,12 +33,19 @@ direct RFC 9180 on `cryptography`) and the VDAF preparation of both Aggregators
 (ping-pong init, Helper init, Leader continued) alone. The ratio is the main figure on a
 shared machine: it is much less sensitive to other load than the rates.
 
+``--repeat N`` runs every row N times, in rounds (each round runs every row once, so
+SQLite's and PostgreSQL's runs of a round see the machine at about the same speed); the
+table shows each row's medians, and the PostgreSQL / SQLite share of each round beside
+the share of the medians. These machines' speed changes by up to 2x within minutes, so a
+single run's rates, and the shares between two rows, are only indicative.
+
 Targets (issue 14): CPU per report <= 2x the floor; aggregation >= 3,000 reports/s
 (Count) and >= 1,500 (Histogram(100)) on 2 cores with SQLite; single-report uploads
 >= 2,000 reports/s, durable (synchronous=FULL).
 
     .venv/bin/python benchmarks/dap_e2e.py --quick          # about a minute
     .venv/bin/python benchmarks/dap_e2e.py                  # the full table (long)
+    .venv/bin/python benchmarks/dap_e2e.py --tasks 1 --drivers 1 --repeat 3   # medians
     .venv/bin/python benchmarks/dap_e2e.py --reports 3000 --vdaf count --uploads bulk \
         --tasks 1 --drivers 1 --datastore sqlite --py-spy /tmp/spy   # sample the servers
 
@@ -56,6 +63,7 @@ import shutil
 import signal
 import socket
 import sqlite3
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -524,6 +532,30 @@ def run_row(w: Workload, datastore: str, drivers: int, mode: str, args: argparse
     return row
 
 
+_MEDIAN_KEYS = ("upload_rate", "aggregation_rate", "end_to_end_rate", "cpu_ms", "ratio",
+                "floor_ms", "wall_s", "db_ms", "reports_per_job")
+
+
+def median_row(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """One row of the table from the runs of one configuration: each measure's median
+    over the runs that have it (a run that was not run makes the row's note); `runs`
+    keeps the runs (the PostgreSQL/SQLite shares per round)."""
+    row = dict(runs[0])
+    row["runs"] = runs
+    done = [r for r in runs if not r["note"]]
+    if len(done) < len(runs):
+        row["note"] = next(r["note"] for r in runs if r["note"])
+        return row
+    if len(runs) == 1:
+        return row
+    for key in _MEDIAN_KEYS:
+        values = [r[key] for r in done if r.get(key) is not None]
+        row[key] = statistics.median(values) if values else None
+    row["correct"] = all(r["correct"] for r in done)
+    row["floor_drift"] = max(r.get("floor_drift", 1.0) for r in done)
+    return row
+
+
 def fmt(v: float | None, spec: str = ".0f") -> str:
     return "-" if v is None else format(v, spec)
 
@@ -573,9 +605,15 @@ def print_table(rows: list[dict[str, Any]]) -> None:
             key = "aggregation_rate" if pg["aggregation_rate"] and lite["aggregation_rate"] \
                 else "end_to_end_rate"
             share = pg[key] / lite[key]
+            rounds = ""
+            if len(pg.get("runs", ())) > 1 and len(pg["runs"]) == len(lite.get("runs", ())):
+                # The share of each round (its PostgreSQL run against its SQLite run).
+                per = [p[key] / q[key] for p, q in zip(pg["runs"], lite["runs"], strict=True)
+                       if p.get(key) and q.get(key)]
+                rounds = "  rounds: " + " ".join(f"{x:.2f}" for x in per)
             print(f"  {pg['vdaf']:<20} drv {pg['drivers']} {pg['upload']:<10} tasks "
                   f"{pg['tasks']:>4}: {key.split('_')[0]:<11} {share:.2f}"
-                  f"{'' if share >= 0.7 else '  (< 0.70)'}")
+                  f"{'' if share >= 0.7 else '  (< 0.70)'}{rounds}")
 
 
 def _twin(r: dict[str, Any]) -> tuple[Any, ...]:
@@ -598,6 +636,14 @@ def main() -> None:
     parser.add_argument("--max-job-size", type=int, default=None,
                         help="the Leader's max_job_size (default 500; smaller jobs show "
                              "the fixed cost of a job)")
+    parser.add_argument("--repeat", type=int, default=1,
+                        help="run every row N times, in rounds (each round runs every row "
+                        "once, so the machine's drift touches SQLite and PostgreSQL "
+                        "alike); the table shows each row's medians, and the "
+                        "PostgreSQL/SQLite shares of every round")
+    parser.add_argument("--job-concurrency", type=int, default=None,
+                        help="the Leader's job_concurrency (aggregation jobs stepped at once; "
+                        "default 3)")
     parser.add_argument("--job-fill", choices=("on", "off"), default="on",
                         help="the Leader's job_fill (on: the default)")
     parser.add_argument("--uploads", default="bulk,single",
@@ -624,6 +670,8 @@ def main() -> None:
     parser.add_argument("--json", action="store_true", help="print the rows as JSON too")
     args = parser.parse_args()
     LEADER_CONFIG["job_fill"] = args.job_fill == "on"
+    if args.job_concurrency is not None:
+        LEADER_CONFIG["job_concurrency"] = args.job_concurrency
     if args.max_job_size is not None:
         LEADER_CONFIG["max_job_size"] = args.max_job_size
         LEADER_CONFIG["min_job_size"] = min(LEADER_CONFIG["min_job_size"], args.max_job_size)
@@ -642,6 +690,8 @@ def main() -> None:
     bad = set(args.uploads.split(",")) - {"bulk", "single"}
     if bad:
         parser.error(f"--uploads: unknown mode(s) {', '.join(sorted(bad))}")
+    if args.repeat < 1:
+        parser.error("--repeat must be at least 1")
     results = []
     for name in args.vdaf.split(","):
         for n_tasks in [int(t) for t in args.tasks.split(",")]:
@@ -651,24 +701,33 @@ def main() -> None:
                   f"+ VDAF preparation, {min(FLOOR_SAMPLE, len(w.reports))} reports, least "
                   "of 3 passes)",
                   flush=True)
-            for datastore in args.datastore.split(","):
-                for drivers in [int(d) for d in args.drivers.split(",")]:
-                    for mode in args.uploads.split(","):
-                        r = run_row(w, datastore, drivers, mode, args, floor)
-                        if r["note"]:
-                            print(f"  {w.label} {datastore} drivers={drivers} {mode} "
-                                  f"tasks={n_tasks}: NOT RUN: {r['note']}", flush=True)
-                        else:
-                            print(f"  {w.label} {datastore} drivers={drivers} {mode} "
-                                  f"tasks={n_tasks}: upload {r['upload_rate']:.0f}/s, agg "
-                                  f"{fmt(r['aggregation_rate'])}/s, e2e "
-                                  f"{r['end_to_end_rate']:.0f}/s, CPU "
-                                  f"{r['cpu_ms']:.3f} ms/report ({r['ratio']:.2f}x floor), "
-                                  f"leader {r['cpu_s']['leader']:.1f} s helper "
-                                  f"{r['cpu_s']['helper']:.1f} s over {r['wall_s']:.1f} s, "
-                                  f"correct {r['correct']}", flush=True)
-                        results.append(r)
+            configs = [(datastore, drivers, mode)
+                       for datastore in args.datastore.split(",")
+                       for drivers in [int(d) for d in args.drivers.split(",")]
+                       for mode in args.uploads.split(",")]
+            runs: dict[tuple[str, int, str], list[dict[str, Any]]] = {c: [] for c in configs}
+            for round_ in range(args.repeat):
+                for datastore, drivers, mode in configs:
+                    r = run_row(w, datastore, drivers, mode, args, floor)
+                    which = f" (round {round_ + 1}/{args.repeat})" if args.repeat > 1 else ""
+                    if r["note"]:
+                        print(f"  {w.label} {datastore} drivers={drivers} {mode} "
+                              f"tasks={n_tasks}{which}: NOT RUN: {r['note']}", flush=True)
+                    else:
+                        print(f"  {w.label} {datastore} drivers={drivers} {mode} "
+                              f"tasks={n_tasks}{which}: upload {r['upload_rate']:.0f}/s, agg "
+                              f"{fmt(r['aggregation_rate'])}/s, e2e "
+                              f"{r['end_to_end_rate']:.0f}/s, CPU "
+                              f"{r['cpu_ms']:.3f} ms/report ({r['ratio']:.2f}x floor), "
+                              f"leader {r['cpu_s']['leader']:.1f} s helper "
+                              f"{r['cpu_s']['helper']:.1f} s over {r['wall_s']:.1f} s, "
+                              f"correct {r['correct']}", flush=True)
+                    runs[(datastore, drivers, mode)].append(r)
+            results += [median_row(runs[c]) for c in configs]
     print()
+    if args.repeat > 1:
+        print(f"Each row: the medians of its {args.repeat} runs (ratio: the median of the "
+              "runs' ratios; ok: every run correct).")
     print_table(results)
     if args.json:
         print(json.dumps(results, indent=2))
