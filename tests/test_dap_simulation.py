@@ -222,6 +222,9 @@ class CrashingDatastore:
         with self.inner.read() as tx:
             yield CrashingTransaction(tx, self.faults)
 
+    def upload_transaction(self) -> Any:
+        return self.transaction()
+
     def close(self) -> None:
         self.inner.close()
 

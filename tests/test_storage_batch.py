@@ -343,3 +343,87 @@ def test_read_only_transactions_do_not_wait_for_the_exclusive_lock(pg_url: str) 
         release.set()
         thread.join()
         ds.close()
+
+
+def test_upload_transactions_run_beside_the_exclusive_lock(pg_url: str) -> None:
+    """`upload_transaction` (the Leader's uploads) does not wait for a transaction that
+    holds the exclusive mode's lock: it commits while that one is still open."""
+    from ppm_reference.dap.storage.postgres import PostgresDatastore
+
+    ds = PostgresDatastore(pg_url, key_from_env=False)
+    holding, release = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        with ds.transaction() as tx:
+            tx.put_client_reports([ClientReportRecord(TID, _rid(1), 1, b"held",
+                                                      created_at=1.0)])
+            holding.set()
+            release.wait(60)
+
+    stored: list[set[tuple[bytes, bytes]]] = []
+
+    def upload() -> None:
+        with ds.upload_transaction() as tx:
+            stored.append(tx.put_client_reports([ClientReportRecord(TID, _rid(2), 1, b"up",
+                                                                    created_at=1.0)]))
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    try:
+        assert holding.wait(30)
+        uploader = threading.Thread(target=upload)
+        uploader.start()
+        uploader.join(30)
+        assert not uploader.is_alive(), "the upload waited for the exclusive lock"
+        assert not release.is_set() and holder.is_alive()
+        assert stored == [{(TID, _rid(2))}]
+        with ds.read() as tx:  # committed, while the holder's report is not yet
+            assert [r.report for r in tx.get_client_reports(TID, [_rid(1), _rid(2)])] \
+                == [b"up"]
+    finally:
+        release.set()
+        holder.join()
+    try:
+        with ds.read() as tx:
+            assert len(tx.get_client_reports(TID, [_rid(1), _rid(2)])) == 2
+    finally:
+        ds.close()
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_concurrent_upload_transactions_store_each_report_once(store: Any,
+                                                               backend: str) -> None:
+    """Uploads of overlapping report IDs, in opposite orders, at once (on PostgreSQL
+    beside each other, without the exclusive lock): each report ID is stored by exactly
+    one of them (the others get it as a replay), and none fails (PostgreSQL inserts a
+    statement's rows in key order, so that two of them wait for one another in one order;
+    a deadlock, were one to arise, aborts one transaction, which is retried)."""
+    ids = [_rid(i) for i in range(40)]
+    orders = [ids, ids[::-1], ids[::2] + ids[1::2], ids[1::2][::-1] + ids[::2]]
+    barrier = threading.Barrier(len(orders))
+    results: list[set[tuple[bytes, bytes]]] = []
+    errors: list[BaseException] = []
+
+    def upload(order: list[bytes]) -> None:
+        try:
+            barrier.wait(30)
+            for i in range(0, len(order), 8):
+                with store.upload_transaction() as tx:
+                    results.append(tx.put_client_reports(
+                        [ClientReportRecord(TID, rid, 1, rid, created_at=1.0)
+                         for rid in order[i:i + 8]]))
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=upload, args=(order,)) for order in orders]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    assert not errors, errors
+    stored = [key for keys in results for key in keys]
+    assert sorted(stored) == sorted((TID, rid) for rid in ids)  # each once
+    with store.read() as tx:
+        got = tx.get_client_reports(TID, ids)
+    assert sorted(bytes(r.report_id) for r in got) == sorted(ids)
+    assert all(bytes(r.report) == bytes(r.report_id) for r in got)

@@ -481,6 +481,14 @@ class Datastore(Protocol):
         for decisions that a later transaction checks again (compare-and-set) or that
         only cost work (when to look again)."""
         ...
+    def upload_transaction(self) -> AbstractContextManager[Transaction]:
+        """A transaction for the Leader's uploads only (`dap.core.leader.commit_uploads`:
+        the eviction horizon and collected-interval checks, then `put_client_reports`).
+        It may run beside the other transactions (PostgreSQL's exclusive mode: without
+        its lock), so that uploads do not queue behind job creation and response
+        processing: the reports it inserts are new rows under a unique key, and what it
+        checks, job creation checks again under the lock."""
+        ...
     def close(self) -> None: ...
 
 

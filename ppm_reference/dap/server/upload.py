@@ -137,7 +137,7 @@ def store_group(st: Any, group: list[_Upload]) -> None:
         prepared = core.prepare_uploads(
             [(item.task, item.keyring, item.reports) for item in ready], now,
             st.config.clock_skew)
-        with st.datastore.transaction() as tx:
+        with st.datastore.upload_transaction() as tx:
             outcomes = core.commit_uploads(tx, prepared)
         # Committed (durable): now the outcomes count.
         for item, outcome in zip(ready, outcomes, strict=True):
@@ -176,7 +176,7 @@ def store_upload(st: Any, task: Any, keyring: Any, body: bytes
     for i in range(0, len(reports), UPLOAD_CHUNK):
         prepared = core.prepare_uploads([(task, keyring, reports[i:i + UPLOAD_CHUNK])], now,
                                         st.config.clock_skew)
-        with st.datastore.transaction() as tx:
+        with st.datastore.upload_transaction() as tx:
             errors += core.commit_uploads(tx, prepared)[0]
         # Between chunks a waiting request takes the datastore (its lock is fair).
     return errors

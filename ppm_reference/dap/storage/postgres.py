@@ -23,6 +23,11 @@ a failed transaction as a failed attempt of their work) behave as on SQLite. Mea
 with concurrent SERIALIZABLE transactions the Leader's concurrent aggregation jobs (one
 batch bucket) had about 200 conflict aborts in one crash test, and jobs were abandoned.
 `concurrency="serializable"` is that concurrent mode, for callers that retry their work.
+Two kinds of transactions run beside the others, without the lock: `read()` snapshots,
+and `upload_transaction()`, the Leader's uploads, which only insert new report rows
+(under their primary key) after checks that job creation makes again under the lock.
+Measured (1,000 tasks, bulk uploads of 10 reports): uploads 1,181-1,603 reports/s
+against 608-636 when they queued for the lock behind job creation.
 
 A transaction may also lose its connection (a server restart) or, in the serializable
 mode, be aborted (serialization failure, deadlock). It is then retried where that is
@@ -231,6 +236,7 @@ _MIGRATIONS: dict[int, list[str]] = {
 _MIGRATION_LOCK = 0x70706D5F736368
 _TRANSACTION_LOCK = 0x70706D5F7478
 _BEGIN_READ = "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"
+_BEGIN_UNLOCKED = "BEGIN ISOLATION LEVEL READ COMMITTED"  # (`upload_transaction`)
 _IDLE = psycopg.pq.TransactionStatus.IDLE
 _INTRANS = psycopg.pq.TransactionStatus.INTRANS
 
@@ -554,6 +560,10 @@ class PostgresTransaction:
         for r in reports:
             if not r.created_at:
                 r.created_at = now
+        # Inserted in key order (a stable sort: of one report ID twice, the first is still
+        # the one stored), so that two uploads inserting the same IDs at once, beside each
+        # other (`upload_transaction`), wait for one another in one order, not deadlock.
+        reports = sorted(reports, key=lambda r: (bytes(r.task_id), bytes(r.report_id)))
         rows = self.c.execute(
             "INSERT INTO client_reports SELECT * FROM unnest(%s::bytea[], %s::bytea[], "
             "%s::bigint[], %s::bytea[], %s::text[], %s::bytea[], %s::integer[], "
@@ -1263,9 +1273,11 @@ class _RetryingTransaction(PostgresTransaction):
     """A transaction that survives a serialization failure, a deadlock or a lost
     connection by replaying its operations on a new one (see the module docstring)."""
 
-    def __init__(self, store: PostgresDatastore, read_only: bool = False) -> None:
+    def __init__(self, store: PostgresDatastore, read_only: bool = False,
+                 exclusive: bool = True) -> None:
         self._read_only = read_only
-        super().__init__(store._begin(read_only), store._box)
+        self._exclusive = exclusive
+        super().__init__(store._begin(read_only, exclusive), store._box)
         self._store = store
         self._log: list[_Entry] = []
         self._retries = 0
@@ -1318,7 +1330,7 @@ class _RetryingTransaction(PostgresTransaction):
             time.sleep(random.uniform(0, 0.005 * min(self._retries, 20)) if not lost
                        else min(0.05 * self._retries, 0.5))
             try:
-                self.c = store._begin(self._read_only)
+                self.c = store._begin(self._read_only, self._exclusive)
                 self._owned = True
                 self._pending = None    # replayed writes are sent at once
                 for entry in self._log:
@@ -1526,11 +1538,13 @@ class PostgresDatastore:
             raise StorageError(f"no connection to the datastore {redact_url(self.url)} "
                                f"within {self.reconnect_timeout:g} s") from None
 
-    def _begin(self, read_only: bool = False) -> psycopg.Connection[Any]:
+    def _begin(self, read_only: bool = False, exclusive: bool = True
+               ) -> psycopg.Connection[Any]:
         """A connection of the pool in a new transaction (exclusive: holding the
         transaction lock; `read_only`: a REPEATABLE READ READ ONLY snapshot, without
-        it)."""
-        begin = _BEGIN_READ if read_only else self._begin_sql
+        it; not `exclusive`: READ COMMITTED without it, see `upload_transaction`)."""
+        begin = (_BEGIN_READ if read_only else self._begin_sql if exclusive
+                 else _BEGIN_UNLOCKED)
         deadline = time.monotonic() + self.reconnect_timeout
         attempt = 0
         while True:
@@ -1567,6 +1581,34 @@ class PostgresDatastore:
         """A SERIALIZABLE transaction: committed on success (retried where safe),
         rolled back on error."""
         tx = _RetryingTransaction(self)
+        try:
+            yield tx
+        except BaseException:
+            tx._rollback()
+            raise
+        try:
+            tx._commit()
+        except BaseException:
+            tx._rollback()
+            raise
+        tx._owned = False
+        self._pool.putconn(tx.c)  # idle: committed
+
+    @contextmanager
+    def upload_transaction(self) -> Iterator[PostgresTransaction]:
+        """A transaction that stores uploaded reports (see
+        dap.core.store.Datastore.upload_transaction): in the exclusive mode it runs
+        beside the others, READ COMMITTED without the lock. What it reads (the eviction
+        horizon, the collected intervals) may change before it commits, and job creation
+        checks both again under the lock; what it writes is new report rows, whose
+        primary key refuses a report ID twice whatever runs beside it (a concurrent
+        insert of the same ID waits for the first to end). A deadlock between two of
+        them (report IDs inserted in opposite orders) aborts one, which is retried."""
+        if "advisory" not in self._begin_sql:  # the serializable mode: as any other
+            with self.transaction() as tx:
+                yield tx
+            return
+        tx = _RetryingTransaction(self, exclusive=False)
         try:
             yield tx
         except BaseException:

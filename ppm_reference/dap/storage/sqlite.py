@@ -1091,6 +1091,11 @@ class SqliteDatastore:
         one connection's ordinary transaction."""
         return self.transaction()
 
+    def upload_transaction(self) -> AbstractContextManager[SqliteTransaction]:
+        """A transaction that stores uploaded reports (see
+        dap.core.store.Datastore.upload_transaction): here an ordinary one."""
+        return self.transaction()
+
     def close(self) -> None:
         with self._lock:
             self._conn.close()
