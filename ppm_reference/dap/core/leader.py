@@ -163,7 +163,7 @@ def commit_uploads(tx: Transaction, prepared: Sequence[PreparedUpload]
     order, exactly as if the uploads were stored one after the other. The reports that
     pass the checks are inserted in one `put_client_reports` (a report ID already
     stored, or earlier in the group, is `report_replayed`)."""
-    memos: dict[bytes, tuple[CommitMemo, int | None]] = {}
+    memos: dict[bytes, CommitMemo] = {}
     statuses: list[list[tuple[int, bytes, ReportError]]] = [[] for _ in prepared]
     candidates: list[tuple[int, int, ClientReportRecord]] = []
     times: dict[bytes, set[int]] = {}
@@ -173,12 +173,12 @@ def commit_uploads(tx: Transaction, prepared: Sequence[PreparedUpload]
     for i, upload in enumerate(prepared):
         task = upload.task
         tid = bytes(task.task_id)
-        if tid not in memos:
-            memo = CommitMemo()
+        memo = memos.get(tid)
+        if memo is None:
             # Each task's horizon and collected intervals, one query per task.
+            memo = memos[tid] = CommitMemo()
             memo.prefetch(tx, task, times[tid])
-            memos[tid] = (memo, memo.horizon(tx, task))
-        memo, horizon = memos[tid]
+        horizon = memo.horizon(tx, task)  # (memoised: no query)
         for pos, rid, t, error, encoded in upload.reports:
             if error is None and horizon is not None and t < horizon:
                 # Its replay state may be evicted (DAP-18 Section 4.5.3.4, last check).

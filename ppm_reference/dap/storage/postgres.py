@@ -74,7 +74,7 @@ import struct
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import fields
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
@@ -1543,8 +1543,9 @@ class PostgresDatastore:
         """A connection of the pool in a new transaction (exclusive: holding the
         transaction lock; `read_only`: a REPEATABLE READ READ ONLY snapshot, without
         it; not `exclusive`: READ COMMITTED without it, see `upload_transaction`)."""
-        begin = (_BEGIN_READ if read_only else self._begin_sql if exclusive
-                 else _BEGIN_UNLOCKED)
+        begin = (_BEGIN_READ if read_only
+                 else _BEGIN_UNLOCKED if not exclusive and self.concurrency == "exclusive"
+                 else self._begin_sql)
         deadline = time.monotonic() + self.reconnect_timeout
         attempt = 0
         while True:
@@ -1576,11 +1577,14 @@ class PostgresDatastore:
                 conn.close()
         self._pool.putconn(conn)
 
+    def transaction(self) -> AbstractContextManager[PostgresTransaction]:
+        """A transaction (the exclusive mode's, or SERIALIZABLE): committed on success
+        (retried where safe), rolled back on error."""
+        return self._writing(exclusive=True)
+
     @contextmanager
-    def transaction(self) -> Iterator[PostgresTransaction]:
-        """A SERIALIZABLE transaction: committed on success (retried where safe),
-        rolled back on error."""
-        tx = _RetryingTransaction(self)
+    def _writing(self, exclusive: bool) -> Iterator[PostgresTransaction]:
+        tx = _RetryingTransaction(self, exclusive=exclusive)
         try:
             yield tx
         except BaseException:
@@ -1594,33 +1598,17 @@ class PostgresDatastore:
         tx._owned = False
         self._pool.putconn(tx.c)  # idle: committed
 
-    @contextmanager
-    def upload_transaction(self) -> Iterator[PostgresTransaction]:
+    def upload_transaction(self) -> AbstractContextManager[PostgresTransaction]:
         """A transaction that stores uploaded reports (see
         dap.core.store.Datastore.upload_transaction): in the exclusive mode it runs
-        beside the others, READ COMMITTED without the lock. What it reads (the eviction
-        horizon, the collected intervals) may change before it commits, and job creation
-        checks both again under the lock; what it writes is new report rows, whose
-        primary key refuses a report ID twice whatever runs beside it (a concurrent
-        insert of the same ID waits for the first to end). A deadlock between two of
-        them (report IDs inserted in opposite orders) aborts one, which is retried."""
-        if "advisory" not in self._begin_sql:  # the serializable mode: as any other
-            with self.transaction() as tx:
-                yield tx
-            return
-        tx = _RetryingTransaction(self, exclusive=False)
-        try:
-            yield tx
-        except BaseException:
-            tx._rollback()
-            raise
-        try:
-            tx._commit()
-        except BaseException:
-            tx._rollback()
-            raise
-        tx._owned = False
-        self._pool.putconn(tx.c)  # idle: committed
+        beside the others, READ COMMITTED without the lock (in the serializable mode it
+        is any other). What it reads (the eviction horizon, the collected intervals) may
+        change before it commits, and job creation checks both again under the lock;
+        what it writes is new report rows, whose primary key refuses a report ID twice
+        whatever runs beside it (a concurrent insert of the same ID waits for the first
+        to end). A deadlock between two of them (report IDs inserted in opposite orders)
+        aborts one, which is retried."""
+        return self._writing(exclusive=False)
 
     @contextmanager
     def read(self) -> Iterator[PostgresTransaction]:
