@@ -26,10 +26,12 @@ aggregated. With one task a time-interval collection follows and its count and s
 be exact; with more, the aggregated count must be exact.
 
 CPU per report = (Leader + Helper CPU, every process of each, from the upload's start to
-the last aggregated) / reports. The floor, measured in this process just before and just
-after each row (their mean; a drift of more than 25 % is noted) on a sample of the same
-reports: HPKE open of both input shares (`dap.hpke.open_base`,
-direct RFC 9180 on `cryptography`) and the VDAF preparation of both Aggregators
+the last aggregated) / reports. Each row's line also gives the Leader's CPU during the
+upload per report: with ``--phases separate`` (a front end alone) that is what an upload
+costs it. The floor, measured in this process just before and just after each row (their
+mean; a drift of more than 25 % is noted) on a sample of the same reports: HPKE open of
+both input shares (`dap.hpke.open_base`, direct RFC 9180 on `cryptography`) and the VDAF
+preparation of both Aggregators
 (ping-pong init, Helper init, Leader continued) alone. The ratio is the main figure on a
 shared machine: it is much less sensitive to other load than the rates.
 
@@ -475,6 +477,7 @@ def run_row(w: Workload, datastore: str, drivers: int, mode: str, args: argparse
         t0 = time.perf_counter()
         asyncio.run(upload(urls, content_type, bodies, concurrency))
         t1 = time.perf_counter()
+        upload_cpu = leader.cpu_seconds() - cpu0["leader"]
         at_upload_end = stores["leader"].counts().get("aggregated", 0)
         for driver in drivers_later:
             # Started now: the drain includes their start, and their CPU all of it
@@ -526,6 +529,7 @@ def run_row(w: Workload, datastore: str, drivers: int, mode: str, args: argparse
         "upload_rate": n / (t1 - t0), "aggregation_rate": agg_rate,
         "aggregated_during_upload": at_upload_end, "end_to_end_rate": n / (t2 - t0),
         "correct": correct, "cpu_s": cpu, "cpu_ms": cpu_per_report * 1000,
+        "upload_cpu_ms": upload_cpu / n * 1000,
         "ratio": cpu_per_report / floor, "wall_s": t2 - t0, "db_ms": db_cpu / n * 1000,
         "reports_per_job": n / jobs if jobs else None,
     })
@@ -533,6 +537,7 @@ def run_row(w: Workload, datastore: str, drivers: int, mode: str, args: argparse
 
 
 _MEDIAN_KEYS = ("upload_rate", "aggregation_rate", "end_to_end_rate", "cpu_ms", "ratio",
+                "upload_cpu_ms",
                 "floor_ms", "wall_s", "db_ms", "reports_per_job")
 
 
@@ -721,7 +726,8 @@ def main() -> None:
                               f"{r['cpu_ms']:.3f} ms/report ({r['ratio']:.2f}x floor), "
                               f"leader {r['cpu_s']['leader']:.1f} s helper "
                               f"{r['cpu_s']['helper']:.1f} s over {r['wall_s']:.1f} s, "
-                              f"correct {r['correct']}", flush=True)
+                              f"Leader CPU during the upload {r['upload_cpu_ms']:.3f} "
+                              f"ms/report, correct {r['correct']}", flush=True)
                     runs[(datastore, drivers, mode)].append(r)
             results += [median_row(runs[c]) for c in configs]
     print()

@@ -689,8 +689,11 @@ class LeaderWorker:
             abandoned = await st.offload(process)
             if abandoned is None:
                 return
-            log.info("aggregation job %s (task %s) step %d: %s", job.job_id.hex(),
-                     job.task_id.hex()[:16], job.step, "abandoned" if abandoned else "done")
+            # A job done: DEBUG (one line per job is noise at thousands a minute); an
+            # abandoned one: INFO.
+            log.log(logging.INFO if abandoned else logging.DEBUG,
+                    "aggregation job %s (task %s) step %d: %s", job.job_id.hex(),
+                    job.task_id.hex()[:16], job.step, "abandoned" if abandoned else "done")
             if abandoned:
                 await self._delete_helper_job(task, job)
             self.wake_self()
