@@ -45,6 +45,7 @@ import inspect
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Any
 
 from ppm_reference.vdaf import poplar1, prio3
@@ -196,14 +197,28 @@ def _class(name: str, v: _Version) -> type[Any]:
     raise RegistryError(f"unknown VDAF {name!r}; choose from {', '.join(names(v.key))}")
 
 
-def _takes_shares(cls: type[Any]) -> bool:
-    return "shares" in inspect.signature(cls.__init__).parameters
+# By class: `inspect.signature` is slow (it was a third of a task's load), and these are
+# asked each time a task is loaded.
+_TAKES_SHARES: dict[type[Any], bool] = {}
+_PARAMETER_NAMES: dict[type[Any], tuple[str, ...]] = {}
+
+
+def takes_shares(cls: type[Any]) -> bool:
+    """Whether the VDAF class's constructor takes the number of shares (Poplar1's does
+    not: it always has two)."""
+    known = _TAKES_SHARES.get(cls)
+    if known is None:
+        known = _TAKES_SHARES[cls] = "shares" in inspect.signature(cls.__init__).parameters
+    return known
 
 
 def _parameter_names(cls: type[Any]) -> tuple[str, ...]:
     """The constructor's parameters after self and (when it takes one) shares."""
-    names = tuple(inspect.signature(cls.__init__).parameters)[1:]
-    return tuple(n for n in names if n != "shares")
+    known = _PARAMETER_NAMES.get(cls)
+    if known is None:
+        names = tuple(inspect.signature(cls.__init__).parameters)[1:]
+        known = _PARAMETER_NAMES[cls] = tuple(n for n in names if n != "shares")
+    return known
 
 
 def parameter_names(name: str, version: str | int | VdafProfile = DEFAULT_VERSION
@@ -377,7 +392,7 @@ def build(name: str, params: Mapping[str, Any] | None = None,
         values["chunk_length"] = default_chunk_length(name, values)
     count = _integer(name, "shares", shares)
     make: Callable[..., Any] = cls  # the variant's own signature, not Prio3's
-    if not _takes_shares(cls):
+    if not takes_shares(cls):
         if count != cls.SHARES:
             raise RegistryError(f"{name} has exactly {cls.SHARES} shares, not {count}")
         make = lambda _shares, **kw: cls(**kw)  # noqa: E731
@@ -394,10 +409,18 @@ def build(name: str, params: Mapping[str, Any] | None = None,
 # ---------------------------------------------------------------------------------------
 
 
-def _codepoints(v: _Version) -> dict[str, int]:
-    """The version's registry: its VDAFs, Poplar1, and its test-only VDAFs (private use)."""
-    ours = set(names(v.key)) | set(_NOT_IMPLEMENTED)
-    return {n: cp for n, cp in v.profile.codepoints.items() if n in ours}
+_CODEPOINTS: dict[str, Mapping[str, int]] = {}
+
+
+def _codepoints(v: _Version) -> Mapping[str, int]:
+    """The version's registry: its VDAFs, Poplar1, and its test-only VDAFs (private use).
+    Memoised, read-only (a DAP task's load asks it three times)."""
+    known = _CODEPOINTS.get(v.key)
+    if known is None:
+        ours = set(names(v.key)) | set(_NOT_IMPLEMENTED)
+        known = _CODEPOINTS[v.key] = MappingProxyType(
+            {n: cp for n, cp in v.profile.codepoints.items() if n in ours})
+    return known
 
 
 def codepoint(name: str, version: str | int | VdafProfile = DEFAULT_VERSION) -> int:
@@ -441,6 +464,7 @@ __all__ = [
     "parameters_of",
     "profile",
     "takes_agg_param",
+    "takes_shares",
     "version_for_draft",
     "version_of",
     "versions",

@@ -38,11 +38,18 @@ class Task09Error(ValueError):
     """DAP-09 task parameters that the draft or this implementation cannot use."""
 
 
-def _vdaf_parameter_names(cls: type[Any]) -> list[str]:
+_PARAMETER_NAMES: dict[type[Any], tuple[str, ...]] = {}
+
+
+def _vdaf_parameter_names(cls: type[Any]) -> tuple[str, ...]:
     """The constructor parameters of a VDAF class after ``self`` and ``shares`` (which
-    Poplar1's constructor does not take: it always has two)."""
-    params = list(inspect.signature(cls.__init__).parameters)
-    return [p for p in params[1:] if p != "shares"]
+    Poplar1's constructor does not take: it always has two). Memoised (`inspect` is
+    slow, and this is asked at every task load)."""
+    known = _PARAMETER_NAMES.get(cls)
+    if known is None:
+        params = list(inspect.signature(cls.__init__).parameters)
+        known = _PARAMETER_NAMES[cls] = tuple(p for p in params[1:] if p != "shares")
+    return known
 
 
 def vdaf_parameters_of(vdaf: Any) -> dict[str, int]:
@@ -149,7 +156,7 @@ class Task09:
         kwargs: Mapping[str, int] = dict(self.vdaf_parameters)
         try:
             # Poplar1 always has two shares: its constructor takes no `shares`.
-            takes_shares = "shares" in inspect.signature(cls).parameters
+            takes_shares = registry.takes_shares(cls)
             vdaf = cls(self.profile.shares, **kwargs) if takes_shares else cls(**kwargs)
         except (ValueError, TypeError) as exc:
             raise Task09Error(f"invalid {self.vdaf_name} parameters {kwargs}: {exc}") from None

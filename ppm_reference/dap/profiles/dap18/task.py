@@ -16,7 +16,6 @@
 from __future__ import annotations
 
 import importlib
-import inspect
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
@@ -42,6 +41,7 @@ from ppm_reference.dap.profiles.dap18.messages import (
     TaskID,
 )
 from ppm_reference.dap.task import TaskError, derive_vdaf_verify_key
+from ppm_reference.vdaf import registry
 
 # ---------------------------------------------------------------------------------------
 # VDAF configuration encodings (Appendix B)
@@ -187,7 +187,7 @@ def vdaf_from_configuration(
         raise TaskError(f"{name} is not available: {exc}") from None
     kwargs = {a: getattr(config, a) for a in args}
     try:
-        takes_shares = "shares" in inspect.signature(cls).parameters
+        takes_shares = registry.takes_shares(cls)
         vdaf = cls(profile.shares, **kwargs) if takes_shares else cls(**kwargs)
     except (ValueError, TypeError) as exc:
         raise TaskError(f"invalid {name} parameters {kwargs}: {exc}") from None
