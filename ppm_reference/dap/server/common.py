@@ -82,7 +82,9 @@ class AppState:
         task = self.tasks.peek(task_id)
         if task is not None and task.role == role:
             return task
-        with self.datastore.transaction() as tx:
+        # A read (PostgreSQL: a snapshot beside the writers, without the exclusive mode's
+        # lock): loading a task, on the event loop, must not wait for a writer.
+        with self.datastore.read() as tx:
             return self.tasks.get(tx, task_id, role)
 
 

@@ -285,7 +285,8 @@ class LeaderWorker:
                     work: PendingWork | None = None
                     if not light:
                         try:
-                            work = self.scan()
+                            # In a worker thread: the event loop answers requests meanwhile.
+                            work = await self.st.offload(self.scan)
                         except Exception:  # noqa: BLE001 - each step then reads for itself
                             log.exception("leader: cannot read the pending work")
                         quiet = work is not None and not work.new_tasks \
@@ -331,7 +332,8 @@ class LeaderWorker:
                                 due = min((t for t in others if t is not None),
                                           default=None)  # (see below)
                             elif work is None:
-                                due = next_due(self.st.datastore, "leader", *others)
+                                due = await self.st.offload(next_due, self.st.datastore,
+                                                            "leader", *others)
                             else:
                                 if stepped:
                                     # The scan's due time is that of the jobs just taken;
@@ -543,8 +545,17 @@ class LeaderWorker:
             return False
         if pending is not None and (pending.due is None or pending.due > pending.now):
             return False  # nothing due (jobs made or stepped since wake the worker)
-        with st.datastore.transaction() as tx:
-            jobs = tx.acquire_aggregation_jobs("leader", st.clock(), st.config.job_lease, free)
+
+        def acquire() -> list[AggregationJobRecord]:
+            with st.datastore.transaction() as tx:
+                return tx.acquire_aggregation_jobs("leader", st.clock(), st.config.job_lease,
+                                                   free)
+
+        # In a worker thread, not on the event loop: the transaction waits for the
+        # datastore's writer (PostgreSQL's exclusive lock, SQLite's connection), which a
+        # job creation or commit may hold for milliseconds, and the loop meanwhile steps
+        # the jobs in flight and answers requests.
+        jobs = await st.offload(acquire)
         self._start_steps(jobs)
         return bool(jobs)
 
