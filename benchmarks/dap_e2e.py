@@ -107,6 +107,9 @@ CPU_TARGET_RATIO = 2.0
 LEADER_CONFIG = {"max_job_size": 500, "min_job_size": 50, "straggler_age": 0.5,
                  "job_concurrency": 3, "worker_interval": 0.01}
 HELPER_CONFIG = {"worker_interval": 0.01}
+# How often the Leader's datastore is polled for the reports aggregated while a row runs
+# (its end time's resolution).
+POLL_INTERVAL = 0.05
 PY_SPY_DIR: Path | None = None  # --py-spy DIR: sample both servers with py-spy
 FLOOR_SAMPLE = 200
 
@@ -300,6 +303,7 @@ class Store:
 
     def __init__(self, kind: str, workdir: Path, role: str, pg_url: str) -> None:
         self.kind = kind
+        self._poll: Any = None  # the connection `counts` polls on
         if kind == "sqlite":
             self.location = str(workdir / f"{role}.sqlite")
             self.admin_url = ""
@@ -325,16 +329,23 @@ class Store:
         return opener(self.location)
 
     def counts(self) -> dict[str, int]:
-        """Leader: reports by state."""
+        """Leader: reports by state. Polled while a row runs, on one connection kept open
+        (`POLL_INTERVAL`): a `psql` process per poll (a PostgreSQL backend forked for
+        each) cost a good share of the 2 cores the servers are measured on."""
         sql = "SELECT state, COUNT(*) FROM client_reports GROUP BY state"
-        if self.kind == "sqlite":
-            conn = sqlite3.connect(f"file:{self.location}?mode=ro", uri=True, timeout=30)
-            try:
-                return dict(conn.execute(sql))
-            finally:
-                conn.close()
-        rows = [r.split("|") for r in _psql(self.location, sql).split("\n") if r]
-        return {state: int(c) for state, c in rows}
+        if self._poll is None:
+            if self.kind == "sqlite":
+                self._poll = sqlite3.connect(f"file:{self.location}?mode=ro", uri=True,
+                                             timeout=30, isolation_level=None)
+            else:
+                import psycopg
+                self._poll = psycopg.connect(self.location, autocommit=True)
+        return {str(state): int(c) for state, c in self._poll.execute(sql).fetchall()}
+
+    def close_poll(self) -> None:
+        if self._poll is not None:
+            self._poll.close()
+            self._poll = None
 
     def job_count(self) -> int:
         """Leader: aggregation jobs made (the reports per job show each job's fixed
@@ -355,7 +366,9 @@ class Store:
         out = _psql(self.admin_url, "SELECT pid FROM pg_stat_activity WHERE datname = "
                     f"'{self.dbname}'")
         cpu = {}
-        for pid in (int(p) for p in out.split() if p.strip().isdigit()):
+        # Not the backend of this script's polling connection (`counts`).
+        mine = self._poll.info.backend_pid if self._poll is not None else None
+        for pid in (int(p) for p in out.split() if p.strip().isdigit() and int(p) != mine):
             try:
                 fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
             except OSError:
@@ -364,6 +377,7 @@ class Store:
         return cpu
 
     def drop(self) -> None:
+        self.close_poll()
         if self.kind == "postgresql":
             try:
                 _psql(self.admin_url, f'DROP DATABASE IF EXISTS "{self.dbname}" WITH (FORCE)')
@@ -494,7 +508,7 @@ def run_row(w: Workload, datastore: str, drivers: int, mode: str, args: argparse
                 break
             if time.monotonic() > deadline:
                 raise RuntimeError(f"not aggregated after {args.timeout} s: {counts}")
-            time.sleep(0.02)
+            time.sleep(POLL_INTERVAL)
         t2 = time.perf_counter()
         cpu = {s.name: s.cpu_seconds() - cpu0[s.name] for s in servers}
         cpu["leader"] += sum(cpu.pop(d.name) for d in drivers_later)
