@@ -14,6 +14,8 @@ clock is injectable (`clock=`) so that tests can move time.
 
 from __future__ import annotations
 
+import itertools
+import os
 import socket
 import time
 from collections.abc import Callable, Iterator
@@ -33,9 +35,26 @@ from ppm_reference.dap.server.common import STATE_KEY, AppState
 from ppm_reference.dap.server.config import AggregatorConfig
 from ppm_reference.dap.server.serving import ssl_context, start_site
 
+# Ports for the test servers: below Linux's ephemeral range (32768-60999 by default),
+# from which the kernel takes the source port of every outgoing connection and bind(0)'s
+# port. A port picked there is free when picked but may be taken by another test's
+# connection before the server binds it ("address already in use", seen with four xdist
+# workers). Each xdist worker has 1,000 ports of its own, each checked before use.
+_WORKER = int(os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw") or 0)
+_PORT_BASE = 20000 + (_WORKER % 12) * 1000
+_NEXT_PORT = itertools.count()
+
 
 def free_port() -> int:
-    with socket.socket() as s:
+    for _ in range(1000):
+        port = _PORT_BASE + next(_NEXT_PORT) % 1000
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue  # in use (another server, another test session)
+            return port
+    with socket.socket() as s:  # every one in use: the kernel's choice
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
 
