@@ -6,7 +6,6 @@ vectors) use the `shared_dir` fixture, which skips with a visible reason when it
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -29,14 +28,6 @@ def shared_dir() -> Path:
     if not SHARED_DIR.is_dir():
         pytest.skip(f"../shared not found beside the project (looked at {SHARED_DIR})")
     return SHARED_DIR
-
-
-def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
-    """`-n auto`: two workers per core (at most cores + 8). Much of the suite waits on
-    server processes, PostgreSQL and the network stack: on 2 cores, 2 workers kept 1.4
-    cores busy (4 min 52 s), 4 workers 1.8 (4 min 08 s)."""
-    cores = os.cpu_count() or 1
-    return min(2 * cores, cores + 8)
 
 
 # -- PostgreSQL (tests.pg_harness) ---------------------------------------------------------
