@@ -36,6 +36,7 @@ Client-randomized policy, the check-ins bound (paper 002 Theorem 3.2).
 
 from __future__ import annotations
 
+import asyncio
 import math
 import random
 import socket
@@ -428,7 +429,7 @@ async def run_demo(settings: DemoSettings,
 
     from ppm_reference.dap.client import Client
     from ppm_reference.dap.collector import Collector
-    from ppm_reference.dap.common import BatchMode, Duration, Interval, Time
+    from ppm_reference.dap.common import BatchMode, Duration, Interval, Role, Time
     from ppm_reference.dap.provision import b64, new_task
     from ppm_reference.dap.server.app import build_app
     from ppm_reference.dap.server.common import STATE_KEY
@@ -503,6 +504,15 @@ async def run_demo(settings: DemoSettings,
                 states[role].tasks.invalidate(record.task_id)
             status(f"task    {b64(bytes(pt.task.task_id))}: {registry.describe(vdaf)}, "
                    f"DP policy {dp.describe_spec(spec)}")
+            # Each Aggregator's noise for the new task, drawn now: their background fill
+            # (dap.dp.keep_noise_reserves) lists new tasks only every so often, and on a
+            # busy machine the collection could come first and draw its noise on the
+            # request path (correct, but with a warning, and not what the demo shows).
+            for role, aggregator in (("helper", Role.HELPER), ("leader", Role.LEADER)):
+                reserve = dp.noise_reserve(
+                    states[role].task(bytes(pt.task.task_id), aggregator), states[role].rng)
+                if reserve is not None:
+                    await asyncio.to_thread(reserve.fill)
             t_ready = time.monotonic()
 
             # Upload, in requests of UPLOAD_CHUNK reports (real and dummy reports mixed
