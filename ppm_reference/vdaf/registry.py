@@ -212,8 +212,9 @@ def takes_shares(cls: type[Any]) -> bool:
     return known
 
 
-def _parameter_names(cls: type[Any]) -> tuple[str, ...]:
-    """The constructor's parameters after self and (when it takes one) shares."""
+def constructor_parameters(cls: type[Any]) -> tuple[str, ...]:
+    """A VDAF class's constructor parameters after self and (when it takes one)
+    shares, in order."""
     known = _PARAMETER_NAMES.get(cls)
     if known is None:
         names = tuple(inspect.signature(cls.__init__).parameters)[1:]
@@ -224,7 +225,7 @@ def _parameter_names(cls: type[Any]) -> tuple[str, ...]:
 def parameter_names(name: str, version: str | int | VdafProfile = DEFAULT_VERSION
                     ) -> tuple[str, ...]:
     """The parameters of VDAF `name` in constructor order (`("length", "chunk_length")`)."""
-    return _parameter_names(_class(name, _version(version)))
+    return constructor_parameters(_class(name, _version(version)))
 
 
 def _entry(vdaf: Any) -> tuple[str, str]:
@@ -249,7 +250,7 @@ def parameters_of(vdaf: Any) -> dict[str, int]:
     """The parameters of a VDAF object (`{"length": 10, "chunk_length": 3}`), in
     constructor order."""
     _entry(vdaf)
-    return {p: int(getattr(vdaf, p)) for p in _parameter_names(type(vdaf))}
+    return {p: int(getattr(vdaf, p)) for p in constructor_parameters(type(vdaf))}
 
 
 def describe(vdaf: Any) -> str:
@@ -369,7 +370,7 @@ def build(name: str, params: Mapping[str, Any] | None = None,
     (see the module docstring). Raises RegistryError."""
     v = _version(version)
     cls = _class(name, v)
-    takes = _parameter_names(cls)
+    takes = constructor_parameters(cls)
     given = {k: value for k, value in (params or {}).items() if value is not None}
     # VDAF-08's Sum and SumVec take a bit width, also spelled as max_measurement 2^b - 1.
     width08 = "bits" in takes and name in ("Prio3Sum", "Prio3SumVec")
@@ -453,6 +454,7 @@ __all__ = [
     "RegistryError",
     "build",
     "codepoint",
+    "constructor_parameters",
     "default_chunk_length",
     "describe",
     "encoded_measurement_length",

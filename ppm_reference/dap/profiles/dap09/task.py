@@ -14,7 +14,6 @@ collector HPKE config, auth tokens) are not part of this object, as in
 
 from __future__ import annotations
 
-import inspect
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -38,23 +37,9 @@ class Task09Error(ValueError):
     """DAP-09 task parameters that the draft or this implementation cannot use."""
 
 
-_PARAMETER_NAMES: dict[type[Any], tuple[str, ...]] = {}
-
-
-def _vdaf_parameter_names(cls: type[Any]) -> tuple[str, ...]:
-    """The constructor parameters of a VDAF class after ``self`` and ``shares`` (which
-    Poplar1's constructor does not take: it always has two). Memoised (`inspect` is
-    slow, and this is asked at every task load)."""
-    known = _PARAMETER_NAMES.get(cls)
-    if known is None:
-        params = list(inspect.signature(cls.__init__).parameters)
-        known = _PARAMETER_NAMES[cls] = tuple(p for p in params[1:] if p != "shares")
-    return known
-
-
 def vdaf_parameters_of(vdaf: Any) -> dict[str, int]:
     """The constructor parameters of a VDAF object (``{"length": 4, ...}``)."""
-    return {name: getattr(vdaf, name) for name in _vdaf_parameter_names(type(vdaf))}
+    return {name: getattr(vdaf, name) for name in registry.constructor_parameters(type(vdaf))}
 
 
 @dataclass(frozen=True)
