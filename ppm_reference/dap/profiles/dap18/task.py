@@ -399,7 +399,20 @@ class Task:
     def config_bytes(self) -> bytes:
         """How Aggregators store the task and Clients receive it: the encoded
         ``TaskConfiguration`` (the DAP-09 counterpart is ``Task09.config_bytes``)."""
-        return self.configuration().encode()
+        return self._config_bytes
+
+    @cached_property
+    def _config_bytes(self) -> bytes:
+        # Encoded once per task object: the Leader's every request to the Helper checks
+        # whether to advertise the task (taskprov), which hashes these bytes.
+        return bytes(self.configuration().encode())
+
+    @cached_property
+    def taskprov_advertised(self) -> bool:
+        """Whether the task is advertised (`Taskprov.advertises`), computed once per task
+        object (the task is immutable)."""
+        tp = getattr(self.profile, "taskprov", None)
+        return tp is not None and tp.derive_task_id(self.config_bytes()) == bytes(self.task_id)
 
     @classmethod
     def from_config_bytes(cls, task_id: bytes, data: bytes,
