@@ -50,7 +50,7 @@ async def post_aggregation_jobs(request: web.Request) -> web.StreamResponse:
     body = await read_body(request, task, "AggregationJobInitReq",
                            st.config.max_aggregation_job_bytes)
     keyring = st.keyring()
-    result = await st.offload(_init_job, st, task, body, st.config.async_helper, keyring, None)
+    result = await st.offload_job(_init_job, st, task, body, st.config.async_helper, keyring, None)
     # DEBUG: one line per job is noise at thousands of jobs a minute (and about 2 % of
     # the Helper's CPU with jobs of ten reports); failures are logged where they happen.
     log.debug("aggregation job %s (task %s): %s", result.job_id.hex(),
@@ -74,7 +74,7 @@ async def put_aggregation_job(request: web.Request) -> web.StreamResponse:
     body = await read_body(request, task, "AggregationJobInitReq",
                            st.config.max_aggregation_job_bytes)
     keyring = st.keyring()
-    result = await st.offload(_init_job, st, task, body, False, keyring, job_id)
+    result = await st.offload_job(_init_job, st, task, body, False, keyring, job_id)
     assert result.response is not None
     return message_response(task, "AggregationJobResp", result.response,
                             task.profile.statuses["aggregation_job_init"])

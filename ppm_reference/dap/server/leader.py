@@ -500,7 +500,7 @@ class LeaderWorker:
                     return count
 
                 # In a worker thread, not on the event loop.
-                count = await st.offload(create)
+                count = await st.offload_job(create)
                 self._start_steps(leased)
                 if count > 0:
                     created += count
@@ -697,7 +697,7 @@ class LeaderWorker:
 
             # The Leader's VDAF work on the answer (at most max_job_size reports) runs in
             # a worker thread, not on the event loop.
-            abandoned = await st.offload(process)
+            abandoned = await st.offload_job(process)
             if abandoned is None:
                 return
             # A job done: DEBUG (one line per job is noise at thousands a minute); an
