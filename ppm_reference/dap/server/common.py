@@ -73,6 +73,15 @@ class AppState:
             return func(*args)
         return await asyncio.get_running_loop().run_in_executor(self.executor, func, *args)
 
+    async def transact(self, func: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        """`func(tx, *args, **kwargs)` in a datastore transaction, in a worker thread: a
+        request handler never waits on the event loop for the datastore (on PostgreSQL,
+        possibly for another process's lock), which would hold up every other request."""
+        def run() -> T:
+            with self.datastore.transaction() as tx:
+                return func(tx, *args, **kwargs)
+        return await self.offload(run)
+
     async def offload_job(self, func: Callable[..., T], *args: Any) -> T:
         """Run `func(*args)`, an aggregation job's work, in the job thread (see
         `job_executor`): after the jobs queued before it."""

@@ -113,8 +113,7 @@ async def get_aggregation_job(request: web.Request) -> web.StreamResponse:
         raise DapProblem("invalidMessage", "step must be an integer",
                          task_id=task.task_id) from None
     try:
-        with st.datastore.transaction() as tx:
-            result = core.get_aggregation_job(tx, task, job_id, step)
+        result = await st.transact(core.get_aggregation_job, task, job_id, step)
     except NotReady:
         return not_ready_response(st.config, f"{request.path}?step={step or 0}")
     assert result.response is not None
@@ -127,8 +126,7 @@ async def delete_aggregation_job(request: web.Request) -> web.StreamResponse:
     task = st.task(task_id_param(request), Role.HELPER)
     authenticate(request, task, collector=False)
     job_id = _job_id(request)
-    with st.datastore.transaction() as tx:
-        core.delete_aggregation_job(tx, task, job_id)
+    await st.transact(core.delete_aggregation_job, task, job_id)
     return web.Response(status=200)
 
 
@@ -167,8 +165,7 @@ async def get_aggregate_share(request: web.Request) -> web.StreamResponse:
     authenticate(request, task, collector=False)
     share_id = id_param(request, "share_id", 16, "unrecognizedAggregateShare")
     try:
-        with st.datastore.transaction() as tx:
-            result = core.get_aggregate_share(tx, task, share_id)
+        result = await st.transact(core.get_aggregate_share, task, share_id)
     except NotReady:
         return not_ready_response(st.config)
     assert result.response is not None
@@ -180,8 +177,7 @@ async def delete_aggregate_share(request: web.Request) -> web.StreamResponse:
     task = st.task(task_id_param(request), Role.HELPER)
     authenticate(request, task, collector=False)
     share_id = id_param(request, "share_id", 16, "unrecognizedAggregateShare")
-    with st.datastore.transaction() as tx:
-        core.delete_aggregate_share(tx, task, share_id)
+    await st.transact(core.delete_aggregate_share, task, share_id)
     return web.Response(status=200)
 
 

@@ -140,8 +140,8 @@ async def post_collection_jobs(request: web.Request) -> web.StreamResponse:
     require_method(request, task, "collection_job_create")
     authenticate(request, task, collector=True)
     body = await read_body(request, task, "CollectionJobReq", st.config.max_collection_bytes)
-    with st.datastore.transaction() as tx:
-        job_id = core.create_collection_job(tx, task, body, st.clock(), rng=st.rng)
+    job_id = await st.transact(core.create_collection_job, task, body, st.clock(),
+                               rng=st.rng)
     request.app[WAKE_KEY].set()
     return not_ready_response(st.config, f"{request.path}/{b64url(job_id)}", status=201)
 
@@ -155,8 +155,8 @@ async def put_collection_job(request: web.Request) -> web.StreamResponse:
     authenticate(request, task, collector=True)
     job_id = id_param(request, "job_id", 16, "unrecognizedCollectionJob")
     body = await read_body(request, task, "CollectionReq", st.config.max_collection_bytes)
-    with st.datastore.transaction() as tx:
-        core.create_collection_job(tx, task, body, st.clock(), job_id=job_id, rng=st.rng)
+    await st.transact(core.create_collection_job, task, body, st.clock(), job_id=job_id,
+                      rng=st.rng)
     request.app[WAKE_KEY].set()
     return web.Response(status=201)
 
@@ -170,13 +170,12 @@ async def poll_collection_job(request: web.Request) -> web.StreamResponse:
     authenticate(request, task, collector=True)
     job_id = id_param(request, "job_id", 16, "unrecognizedCollectionJob")
     try:
-        with st.datastore.transaction() as tx:
-            body = core.get_collection_job(tx, task, job_id)
+        body = await st.transact(core.get_collection_job, task, job_id)
     except NotReady:
         resp = not_ready_response(st.config,
                                   status=task.profile.statuses["collection_not_ready"])
-        with st.datastore.transaction() as tx:  # what it waits for (dap.server.status)
-            resp.headers[STATUS_HEADER] = collection_hint(tx, task, job_id)
+        # What it waits for (dap.server.status).
+        resp.headers[STATUS_HEADER] = await st.transact(collection_hint, task, job_id)
         return resp
     return message_response(task, task.profile.message_names["collection"], body)
 
@@ -186,8 +185,7 @@ async def delete_collection_job(request: web.Request) -> web.StreamResponse:
     task = st.task(task_id_param(request), Role.LEADER)
     authenticate(request, task, collector=True)
     job_id = id_param(request, "job_id", 16, "unrecognizedCollectionJob")
-    with st.datastore.transaction() as tx:
-        core.delete_collection_job(tx, task, job_id)
+    await st.transact(core.delete_collection_job, task, job_id)
     return web.Response(status=200)
 
 
@@ -516,7 +514,7 @@ class LeaderWorker:
                     self.create_not_before[tid] = (time.monotonic() + pause,
                                                    st.clock() + pause)
             except Exception as exc:  # noqa: BLE001 - isolate the task, record the error
-                self._task_failed(tid, work, exc)
+                await st.offload(self._task_failed, tid, work, exc)
         return created > 0
 
     def _task_failed(self, task_id: bytes, work: TaskWorkRecord | None,
@@ -598,7 +596,7 @@ class LeaderWorker:
                 await self._step_job_inner(job)
             except Exception as exc:  # noqa: BLE001 - isolate the job, record the error
                 log.exception("stepping aggregation job %s failed", job.job_id.hex())
-                self._job_failed(job, exc)
+                await self.st.offload(self._job_failed, job, exc)
             finally:
                 self.wake_self()  # a step slot is free
 
@@ -649,11 +647,11 @@ class LeaderWorker:
                 location = resp.headers.get("Location")
                 retry_after = resp.headers.get("Retry-After")
         except (aiohttp.ClientError, TimeoutError) as exc:
-            self._retry_job(job, f"{type(exc).__name__}: {exc}")
+            await st.offload(self._retry_job, job, f"{type(exc).__name__}: {exc}")
             return
         if 300 <= status < 400:
-            self._retry_job(job, f"HTTP {status}: the Helper redirected to {location!r}; "
-                                 "redirects are not followed")
+            await st.offload(self._retry_job, job, f"HTTP {status}: the Helper redirected to "
+                             f"{location!r}; redirects are not followed")
             return
         if location:
             try:
@@ -711,27 +709,32 @@ class LeaderWorker:
         elif 200 <= status < 300:
             # Deferred by the Helper: poll the resource after Retry-After.
             delay = _retry_after(retry_after, st.config.retry_after)
-            with st.datastore.transaction() as tx:
-                fresh = tx.get_leased_aggregation_job(job.task_id, job.job_id,
-                                                      job.lease_token)
-                if fresh is None or fresh.state != AggregationJobState.ACTIVE:
-                    return
-                fresh.helper_url = job.helper_url
-                fresh.response = b"poll" if job.helper_url else None
-                fresh.next_attempt_at = st.clock() + delay
-                fresh.lease_expiry = 0.0
-                tx.update_aggregation_job(fresh)
+
+            def deferred() -> None:
+                with st.datastore.transaction() as tx:
+                    fresh = tx.get_leased_aggregation_job(job.task_id, job.job_id,
+                                                          job.lease_token)
+                    if fresh is None or fresh.state != AggregationJobState.ACTIVE:
+                        return
+                    fresh.helper_url = job.helper_url
+                    fresh.response = b"poll" if job.helper_url else None
+                    fresh.next_attempt_at = st.clock() + delay
+                    fresh.lease_expiry = 0.0
+                    tx.update_aggregation_job(fresh)
+            await st.offload(deferred)
         elif status in (401, 403, 404, 408, 429) or status >= 500:
             # Transient, or a Helper not (yet) provisioned for the task: retry later.
-            self._retry_job(job, f"HTTP {status}: {_problem_text(content)}")
+            await st.offload(self._retry_job, job, f"HTTP {status}: {_problem_text(content)}")
         else:
-            with st.datastore.transaction() as tx:
-                fresh = tx.get_leased_aggregation_job(job.task_id, job.job_id,
-                                                      job.lease_token)
-                if fresh is not None and fresh.state == AggregationJobState.ACTIVE:
-                    core.abandon_aggregation_job(tx, task, fresh,
-                                                 f"Helper answered {status}: "
-                                                 f"{_problem_text(content)}")
+            def refused() -> None:
+                with st.datastore.transaction() as tx:
+                    fresh = tx.get_leased_aggregation_job(job.task_id, job.job_id,
+                                                          job.lease_token)
+                    if fresh is not None and fresh.state == AggregationJobState.ACTIVE:
+                        core.abandon_aggregation_job(tx, task, fresh,
+                                                     f"Helper answered {status}: "
+                                                     f"{_problem_text(content)}")
+            await st.offload(refused)
             await self._delete_helper_job(task, job)
 
     def _retry_job(self, job: AggregationJobRecord, reason: str) -> None:
@@ -768,28 +771,29 @@ class LeaderWorker:
         """Drive the due collection jobs (`pending`: this pass's scan, else read here)."""
         st = self.st
         if pending is None:
-            with st.datastore.read() as tx:  # each is then leased (compare-and-set)
-                jobs = tx.list_collection_jobs(_PENDING_COLLECTION, st.clock())
+            def listing() -> list[CollectionJobRecord]:
+                with st.datastore.read() as tx:  # each is then leased (compare-and-set)
+                    return list(tx.list_collection_jobs(_PENDING_COLLECTION, st.clock()))
+            jobs = await st.offload(listing)
         else:
             jobs = [j for j in pending.collections if j.next_attempt_at <= pending.now]
         progressed = False
         for job in jobs:
             # One driver per collection job at a time (a lease: see _lease_collection).
             key = bytes(job.task_id) + bytes(job.job_id)
-            with st.datastore.transaction() as tx:
-                if not tx.try_lease(COLLECTION, key, self.holder, st.clock(),
-                                    st.config.job_lease):
-                    continue
+            if not await st.transact(lambda tx, key=key: tx.try_lease(
+                    COLLECTION, key, self.holder, st.clock(), st.config.job_lease)):
+                continue
             # Per job: an error is recorded on the job, which is retried with backoff and
             # failed after max_item_attempts (at once if its task was deleted); the other
             # collection jobs go on.
             try:
                 progressed = await self._drive_collection(job) or progressed
             except Exception as exc:  # noqa: BLE001 - isolate the job, record the error
-                self._collection_failed(job, exc)
+                await st.offload(self._collection_failed, job, exc)
             finally:
-                with st.datastore.transaction() as tx:
-                    tx.release_lease(COLLECTION, key, self.holder)
+                await st.transact(lambda tx, key=key: tx.release_lease(COLLECTION, key,
+                                                                       self.holder))
         return progressed
 
     def _lease_collection(self, tx: Any, job: CollectionJobRecord) -> bool:
@@ -829,18 +833,22 @@ class LeaderWorker:
     async def _drive_collection(self, job: CollectionJobRecord) -> bool:
         st = self.st
         task = st.task(job.task_id, Role.LEADER)
-        with st.datastore.transaction() as tx:
+
+        def prepare(tx: Any) -> Any:
             fresh = tx.get_collection_job(job.task_id, job.job_id)
             if fresh is None or fresh.state not in _PENDING_COLLECTION \
                     or not self._lease_collection(tx, fresh):
-                return False
+                return None
             share_request = core.prepare_collection(tx, task, fresh, st.clock(),
                                                     st.config.collection_give_up_after)
-            if share_request is None:
-                if fresh.state in _PENDING_COLLECTION:
-                    fresh.next_attempt_at = st.clock() + st.config.worker_interval * 4
-                    tx.update_collection_job(fresh)
-                return False
+            if share_request is None and fresh.state in _PENDING_COLLECTION:
+                fresh.next_attempt_at = st.clock() + st.config.worker_interval * 4
+                tx.update_collection_job(fresh)
+            return share_request
+
+        share_request = await st.transact(prepare)
+        if share_request is None:
+            return False
         assert self.session is not None
         headers = _auth_headers(task)
         location = self.share_locations.get(job.job_id)
@@ -858,11 +866,11 @@ class LeaderWorker:
                 loc = resp.headers.get("Location")
                 retry_after = resp.headers.get("Retry-After")
         except (aiohttp.ClientError, TimeoutError) as exc:
-            self._retry_collection(job, f"{type(exc).__name__}: {exc}")
+            await st.offload(self._retry_collection, job, f"{type(exc).__name__}: {exc}")
             return False
         if 300 <= status < 400:
-            self._retry_collection(job, f"HTTP {status}: the Helper redirected to {loc!r}; "
-                                        "redirects are not followed")
+            await st.offload(self._retry_collection, job, f"HTTP {status}: the Helper "
+                             f"redirected to {loc!r}; redirects are not followed")
             return False
         if loc:
             try:
@@ -870,7 +878,7 @@ class LeaderWorker:
             except ForeignLocation as exc:
                 log.warning("collection job %s: %s", job.job_id.hex(), exc)
         if 200 <= status < 300 and content:
-            with st.datastore.transaction() as tx:
+            def finish(tx: Any) -> None:
                 fresh = tx.get_collection_job(job.task_id, job.job_id)
                 if fresh is not None and fresh.state == CollectionJobState.COLLECTING \
                         and self._lease_collection(tx, fresh):
@@ -878,26 +886,32 @@ class LeaderWorker:
                                            rng=st.rng)
                     log.info("collection job %s (task %s): finished", job.job_id.hex(),
                              job.task_id.hex()[:16])
+            await st.transact(finish)
             self.share_locations.pop(job.job_id, None)
             return True
         if 200 <= status < 300:
             delay = _retry_after(retry_after, st.config.retry_after)
-            with st.datastore.transaction() as tx:
+
+            def later(tx: Any) -> None:
                 fresh = tx.get_collection_job(job.task_id, job.job_id)
                 if fresh is not None:
                     fresh.next_attempt_at = st.clock() + delay
                     tx.update_collection_job(fresh)
+            await st.transact(later)
             return False
         if status in (401, 403, 408, 429) or status >= 500:
-            self._retry_collection(job, f"HTTP {status}: {_problem_text(content)}")
+            await st.offload(self._retry_collection, job,
+                             f"HTTP {status}: {_problem_text(content)}")
             return False
         token, detail = _problem_token(content, status, task.profile)
-        with st.datastore.transaction() as tx:
+
+        def refused(tx: Any) -> None:
             fresh = tx.get_collection_job(job.task_id, job.job_id)
             if fresh is not None and fresh.state in _PENDING_COLLECTION:
                 core.release_refused_collection(tx, task, fresh, token, f"Helper: {detail}")
                 log.info("collection job %s (task %s): refused by the Helper: %s %s",
                          job.job_id.hex(), job.task_id.hex()[:16], token, detail)
+        await st.transact(refused)
         return True
 
     def _retry_collection(self, job: CollectionJobRecord, reason: str) -> None:
