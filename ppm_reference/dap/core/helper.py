@@ -8,7 +8,7 @@ committed, batches marked collected): a retried request gets the stored response
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -235,10 +235,17 @@ class PreparedInit:
     outcomes: dict[int, ReportError | tuple[Any, int]] | None
 
 
+# A job's preparation calls its `pace` callback every this many reports (a server lets
+# another job's thread run then: dap.server.common.Baton).
+PACE_REPORTS = 16
+
+
 def prepare_aggregation_job(task: AggregatorTask, keyring: Keyring, body: bytes,
-                            now: float, clock_skew: int) -> PreparedInit | None:
+                            now: float, clock_skew: int,
+                            pace: Callable[[], None] | None = None) -> PreparedInit | None:
     """Decrypt and prepare (ping-pong init) every report of an init request, outside any
-    transaction; None when the request does not decode (the transaction answers it)."""
+    transaction; None when the request does not decode (the transaction answers it).
+    `pace`: called every PACE_REPORTS reports."""
     try:
         req = task.wire.decode_init_req(task, body)
     except (DapProblem, DecodeError, ValueError):
@@ -249,6 +256,8 @@ def prepare_aggregation_job(task: AggregatorTask, keyring: Keyring, body: bytes,
     ctx = task.task.vdaf_ctx()
     outcomes: dict[int, ReportError | tuple[Any, int]] = {}
     for ord_, item in enumerate(req.items):
+        if pace is not None and ord_ and not ord_ % PACE_REPORTS:
+            pace()
         opened = _open_one(task, keyring, item, now, clock_skew)
         outcomes[ord_] = opened if isinstance(opened, ReportError) else (
             ping_pong_helper_init(task.vdaf, verify_key, ctx, req.agg_param, item.report_id,

@@ -8,7 +8,7 @@ the server sends it, and another transaction processes the response.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -37,6 +37,7 @@ from ppm_reference.dap.core.buckets import (
 )
 from ppm_reference.dap.core.errors import DapProblem, NotReady
 from ppm_reference.dap.core.helper import (
+    PACE_REPORTS,
     decrypt_input_share,
     digest,
     extensions_error,
@@ -243,11 +244,13 @@ def reports_ready(tx: Transaction, task: AggregatorTask, now: float, sizes: JobS
 
 def prepare_aggregation_jobs(task: AggregatorTask, keyring: Keyring,
                              reports: Sequence[ClientReportRecord], now: float,
-                             clock_skew: int) -> PreparedReports:
+                             clock_skew: int, pace: Callable[[], None] | None = None
+                             ) -> PreparedReports:
     """The Leader's decryption and VDAF preparation (ping-pong init) of new reports,
     outside any transaction: the verification key ID used and, by report ID, each
     report's state or error, for `create_aggregation_jobs(prepared=...)`, whose
-    transaction then only checks against stored state and commits."""
+    transaction then only checks against stored state and commits. `pace`: called every
+    PACE_REPORTS reports (`dap.core.helper`)."""
     key_id = task.leader_key_id()
     if key_id is None or agg_params.uses_agg_param(task):
         # A VDAF with an aggregation parameter is aggregated for collection jobs only.
@@ -256,7 +259,9 @@ def prepare_aggregation_jobs(task: AggregatorTask, keyring: Keyring,
     ctx = task.task.vdaf_ctx()
     verify_key = task.verify_keys[key_id]
     out: dict[bytes, tuple[Any, tuple[Continued, int] | ReportError]] = {}
-    for rec in reports:
+    for i, rec in enumerate(reports):
+        if pace is not None and i and not i % PACE_REPORTS:
+            pace()
         report = task.wire.decode_report(rec.report)
         out[bytes(rec.report_id)] = (report, _leader_open_one(
             task, keyring, report, vdaf, ctx, verify_key, now, clock_skew))
@@ -557,12 +562,14 @@ _UNFINISHED = (ReportAggregationState.ACTIVE, ReportAggregationState.FINISHED_OU
 
 
 def prepare_job_response(task: AggregatorTask, job: AggregationJobRecord,
-                         records: Sequence[ReportAggregationRecord], body: bytes
+                         records: Sequence[ReportAggregationRecord], body: bytes,
+                         pace: Callable[[], None] | None = None
                          ) -> dict[bytes, tuple[bytes | None, Any]]:
     """The Leader's VDAF work on a Helper's answer, outside any transaction: for each
     report the Helper continued, (the verify state it started from, the ping-pong
     outcome), for `process_aggregation_job_response(prepared=...)`, which uses an outcome
-    only if the report's stored state is still the one it started from."""
+    only if the report's stored state is still the one it started from. `pace`: called
+    every PACE_REPORTS reports (`dap.core.helper`)."""
     try:
         resps = {bytes(v.report_id): v for v in task.wire.decode_job_resp(body)}
     except DecodeError:
@@ -570,7 +577,9 @@ def prepare_job_response(task: AggregatorTask, job: AggregationJobRecord,
     vdaf = task.vdaf
     ctx = task.task.vdaf_ctx()
     out: dict[bytes, tuple[bytes | None, Any]] = {}
-    for rec in records:
+    for i, rec in enumerate(records):
+        if pace is not None and i and not i % PACE_REPORTS:
+            pace()
         vr = resps.get(bytes(rec.report_id))
         if vr is not None and vr.kind == VerifyRespType.CONTINUE \
                 and rec.state == ReportAggregationState.ACTIVE:

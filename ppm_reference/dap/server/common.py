@@ -23,6 +23,7 @@ from ppm_reference.dap.profiles import DEFAULT_PROFILE, Profile, get_profile
 from ppm_reference.dap.server.config import AggregatorConfig
 from ppm_reference.dap.server.serving import HttpProblem, read_limited
 from ppm_reference.dap.storage import Datastore
+from ppm_reference.dap.storage.sqlite import FairRLock
 
 log = logging.getLogger("ppm.server")
 
@@ -31,6 +32,44 @@ Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 CONFIG_KEY: web.AppKey[AggregatorConfig] = web.AppKey("config", AggregatorConfig)
 STATE_KEY: web.AppKey[AppState] = web.AppKey("state", object)  # type: ignore[arg-type]
+
+
+class Baton:
+    """The right to do an aggregation job's work (decryption, VDAF preparation, and its
+    transactions) in this process: one job thread at a time holds it.
+
+    On CPython, threads doing HPKE and VDAF work side by side cost much more CPU for the
+    same result: the GIL changes hands at every C call that releases it (cffi's XOF, the
+    HPKE primitives), and a thread waiting for it is woken each time. Measured: the floor
+    work (HPKE open and VDAF preparation) in 2-3 threads of one process took 1.6-2.2x the
+    CPU per report of one thread; at 100 tasks (Count, SQLite, benchmarks/dap_e2e.py) the
+    Helper took about 8 s of CPU for 10,000 reports with its jobs side by side, 4-5.5 s
+    one at a time. Several cores are used by several processes (`frontends`, `drivers`),
+    each with its own GIL.
+
+    So that a large job does not hold up another task's (no request holds up another),
+    the holder calls `pace` between chunks of reports (`dap.core` preparations,
+    PACE_REPORTS): the baton then goes to the longest waiting job (a fair lock), and
+    comes back in turn. Waiting threads sleep. Rule against deadlock: `pace` is never
+    called inside a transaction (the baton could then wait for a job that waits for the
+    transaction's lock); a holder may open transactions, and no other thread waits for the
+    baton while holding one."""
+
+    def __init__(self) -> None:
+        self._lock = FairRLock()
+
+    def __enter__(self) -> Baton:
+        self._lock.acquire()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._lock.release()
+
+    def pace(self) -> None:
+        """Hand the baton to the longest waiting job, if any, and wait for it again."""
+        if self._lock.has_waiters():
+            self._lock.release()
+            self._lock.acquire()
 
 
 class AppState:
@@ -53,17 +92,10 @@ class AppState:
                                             thread_name_prefix=f"ppm-{config.role}")
                          if config.worker_threads > 0 else None)
         # Aggregation jobs (decryption, VDAF preparation and their transactions) run in
-        # one thread of their own, one job at a time, queued: on CPython several threads
-        # doing such work at once cost much more CPU for the same result, since the GIL
-        # changes hands at every C call that releases it (cffi's XOF, the HPKE
-        # primitives), and a thread waiting for it is woken each time. Measured: the floor
-        # work (HPKE open and VDAF preparation) in 2-3 threads of one process took 1.6-2.2x
-        # the CPU per report of one thread, and at 100 tasks the Helper took about 8 s of
-        # CPU for 10,000 reports with its jobs in 4 threads, 5 s in one
-        # (benchmarks/dap_e2e.py). The other work (uploads, scans, collections) keeps the
-        # executor above. Several cores are used by several processes (`frontends`,
-        # `drivers`), each with its own GIL.
-        self.job_executor = (ThreadPoolExecutor(1, thread_name_prefix=f"ppm-{config.role}-job")
+        # threads of their own, each holding the `baton` (one at a time; see `Baton`).
+        self.baton = Baton()
+        self.job_executor = (ThreadPoolExecutor(config.worker_threads,
+                                                thread_name_prefix=f"ppm-{config.role}-job")
                              if config.worker_threads > 0 else None)
 
     async def offload(self, func: Callable[..., T], *args: Any) -> T:
@@ -83,12 +115,15 @@ class AppState:
         return await self.offload(run)
 
     async def offload_job(self, func: Callable[..., T], *args: Any) -> T:
-        """Run `func(*args)`, an aggregation job's work, in the job thread (see
-        `job_executor`): after the jobs queued before it."""
+        """Run `func(*args)`, an aggregation job's work, in a job thread holding the
+        `baton`. `func` may open transactions, and pass `self.baton.pace` to the core's
+        preparation outside them (never inside one: see `Baton`)."""
+        def run() -> T:
+            with self.baton:
+                return func(*args)
         if self.job_executor is None:
-            return func(*args)
-        return await asyncio.get_running_loop().run_in_executor(self.job_executor, func,
-                                                                *args)
+            return run()
+        return await asyncio.get_running_loop().run_in_executor(self.job_executor, run)
 
     def close(self) -> None:
         for executor in (self.job_executor, self.executor):

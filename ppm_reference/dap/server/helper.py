@@ -195,7 +195,7 @@ def _init_job(st: AppState, task: AggregatorTask, body: bytes, asynchronous: boo
     if not asynchronous and (len(body) <= SMALL_INIT_BYTES
                              or not _job_exists(st, task, body, job_id)):
         prepared = core.prepare_aggregation_job(task, keyring, body, now,
-                                                st.config.clock_skew)
+                                                st.config.clock_skew, pace=st.baton.pace)
     with st.datastore.transaction() as tx:
         return core.create_aggregation_job(tx, task, body, asynchronous, keyring, now,
                                            st.config.clock_skew, job_id=job_id, rng=st.rng,

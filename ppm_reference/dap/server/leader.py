@@ -466,8 +466,8 @@ class LeaderWorker:
                     if new:
                         # Decryption and VDAF preparation outside the transaction, which
                         # then only checks and commits (a short hold of the datastore).
-                        prepared = core.prepare_aggregation_jobs(task, keyring, new, now,
-                                                                 cfg.clock_skew)
+                        prepared = core.prepare_aggregation_jobs(
+                            task, keyring, new, now, cfg.clock_skew, pace=st.baton.pace)
                         if not agg_params.uses_agg_param(task):
                             # The replay check of job creation, from a read beside the
                             # writers (the commit of each report's output share is the
@@ -670,7 +670,8 @@ class LeaderWorker:
                 if len(content) > SMALL_RESPONSE_BYTES:
                     with st.datastore.read() as tx:
                         records = tx.get_report_aggregations(job.task_id, job.job_id)
-                    prepared = core.prepare_job_response(task, job, records, content)
+                    prepared = core.prepare_job_response(task, job, records, content,
+                                                         pace=st.baton.pace)
                 with st.datastore.transaction() as tx:
                     # Compare-and-set on the lease token: a worker whose lease expired
                     # (another process took the job) does not commit. Only the lease's

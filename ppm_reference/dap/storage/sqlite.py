@@ -961,6 +961,10 @@ class FairRLock:
             else:
                 self._owner = None
 
+    def has_waiters(self) -> bool:
+        """Whether a thread is waiting for the lock (a hint: it may change at once)."""
+        return bool(self._waiters)
+
     def __enter__(self) -> FairRLock:
         self.acquire()
         return self
