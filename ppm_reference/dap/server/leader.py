@@ -711,31 +711,29 @@ class LeaderWorker:
             # Deferred by the Helper: poll the resource after Retry-After.
             delay = _retry_after(retry_after, st.config.retry_after)
 
-            def deferred() -> None:
-                with st.datastore.transaction() as tx:
-                    fresh = tx.get_leased_aggregation_job(job.task_id, job.job_id,
-                                                          job.lease_token)
-                    if fresh is None or fresh.state != AggregationJobState.ACTIVE:
-                        return
-                    fresh.helper_url = job.helper_url
-                    fresh.response = b"poll" if job.helper_url else None
-                    fresh.next_attempt_at = st.clock() + delay
-                    fresh.lease_expiry = 0.0
-                    tx.update_aggregation_job(fresh)
-            await st.offload(deferred)
+            def deferred(tx: Any) -> None:
+                fresh = tx.get_leased_aggregation_job(job.task_id, job.job_id,
+                                                      job.lease_token)
+                if fresh is None or fresh.state != AggregationJobState.ACTIVE:
+                    return
+                fresh.helper_url = job.helper_url
+                fresh.response = b"poll" if job.helper_url else None
+                fresh.next_attempt_at = st.clock() + delay
+                fresh.lease_expiry = 0.0
+                tx.update_aggregation_job(fresh)
+            await st.transact(deferred)
         elif status in (401, 403, 404, 408, 429) or status >= 500:
             # Transient, or a Helper not (yet) provisioned for the task: retry later.
             await st.offload(self._retry_job, job, f"HTTP {status}: {_problem_text(content)}")
         else:
-            def refused() -> None:
-                with st.datastore.transaction() as tx:
-                    fresh = tx.get_leased_aggregation_job(job.task_id, job.job_id,
-                                                          job.lease_token)
-                    if fresh is not None and fresh.state == AggregationJobState.ACTIVE:
-                        core.abandon_aggregation_job(tx, task, fresh,
-                                                     f"Helper answered {status}: "
-                                                     f"{_problem_text(content)}")
-            await st.offload(refused)
+            def refused(tx: Any) -> None:
+                fresh = tx.get_leased_aggregation_job(job.task_id, job.job_id,
+                                                      job.lease_token)
+                if fresh is not None and fresh.state == AggregationJobState.ACTIVE:
+                    core.abandon_aggregation_job(tx, task, fresh,
+                                                 f"Helper answered {status}: "
+                                                 f"{_problem_text(content)}")
+            await st.transact(refused)
             await self._delete_helper_job(task, job)
 
     def _retry_job(self, job: AggregationJobRecord, reason: str) -> None:

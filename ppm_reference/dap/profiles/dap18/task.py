@@ -394,7 +394,7 @@ class Task:
     def input_share_aad_prefix(self) -> bytes:
         """The first two fields of every report's ``InputShareAad`` (Section 4.4.2.1),
         ``task_id || TaskConfiguration``, encoded once (`dap.profiles.dap18.fast`)."""
-        return bytes(self.task_id) + bytes(self.configuration().encode())
+        return bytes(self.task_id) + self.config_bytes()
 
     def config_bytes(self) -> bytes:
         """How Aggregators store the task and Clients receive it: the encoded
@@ -406,13 +406,6 @@ class Task:
         # Encoded once per task object: the Leader's every request to the Helper checks
         # whether to advertise the task (taskprov), which hashes these bytes.
         return bytes(self.configuration().encode())
-
-    @cached_property
-    def taskprov_advertised(self) -> bool:
-        """Whether the task is advertised (`Taskprov.advertises`), computed once per task
-        object (the task is immutable)."""
-        tp = getattr(self.profile, "taskprov", None)
-        return tp is not None and tp.derive_task_id(self.config_bytes()) == bytes(self.task_id)
 
     @classmethod
     def from_config_bytes(cls, task_id: bytes, data: bytes,

@@ -271,9 +271,6 @@ class Taskprov:
         """Whether a task is a taskprov task: its ID is the one derived from its
         configuration (a randomly drawn ID never is), so Aggregators, Clients and
         Collectors advertise exactly those tasks without storing a flag."""
-        memo = getattr(task, "taskprov_advertised", None)  # computed once per task object
-        if memo is not None:
-            return bool(memo)
         return bool(bytes(task.task_id) == derive_task_id(task.config_bytes()))
 
 
