@@ -70,6 +70,25 @@ def test_put_client_reports_is_put_client_report_in_order(store: Any, backend: s
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
+def test_batches_longer_than_one_statement(store: Any, backend: str) -> None:
+    """Past a statement's rows (SQLite: 500 per multi-row INSERT): a report ID repeated
+    in a later chunk is still the replay, and every other one is stored and marked."""
+    batch = [ClientReportRecord(TID, _rid(i), i, b"r%d" % i, created_at=1.0)
+             for i in range(1200)]
+    batch.insert(700, ClientReportRecord(TID, _rid(3), 0, b"again", created_at=1.0))
+    with store.transaction() as tx:
+        assert tx.put_client_reports(batch) == {(TID, _rid(i)) for i in range(1200)}
+        marked = tx.mark_reports_aggregated(
+            TID, [(_rid(i), i) for i in range(1100)] + [(_rid(5), 5)])
+        assert marked == {_rid(i) for i in range(1100)}
+    with store.transaction() as tx:
+        got = tx.get_client_reports(TID, [_rid(3), _rid(1199)])
+        assert sorted(r.report for r in got) == [b"r1199", b"r3"]
+        assert tx.aggregated_among(TID, [_rid(i) for i in range(1095, 1105)]) == \
+            {_rid(i) for i in range(1095, 1100)}
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
 def test_replay_marks_in_batches(store: Any, backend: str) -> None:
     with store.transaction() as tx:
         assert tx.mark_report_aggregated(TID, _rid(1), 10)

@@ -16,6 +16,7 @@ from collections import deque
 from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import astuple, fields
+from operator import attrgetter
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -189,11 +190,14 @@ def _end(value: int) -> int:
     return min(value, _TIME_MAX + 1)
 
 
+# Rows per multi-row INSERT: 8 values each, under SQLite's 32,766 bound parameters.
+_ROWS_PER_INSERT = 500
+
+
 def _row(cls: type[R], row: sqlite3.Row | tuple[Any, ...] | None) -> R | None:
-    if row is None:
-        return None
-    values = [bytes(v) if isinstance(v, memoryview) else v for v in tuple(row)]
-    return cls(*values)
+    # The sqlite3 module returns a BLOB as bytes (no text_factory or converters are set
+    # here), so a row's values are the record's as they are.
+    return None if row is None else cls(*row)
 
 
 class SqliteTransaction:
@@ -274,9 +278,24 @@ class SqliteTransaction:
 
     def put_client_reports(self, reports: Sequence[ClientReportRecord]
                            ) -> set[tuple[bytes, bytes]]:
-        # In-process: a statement per report costs no round trip.
-        return {(bytes(r.task_id), bytes(r.report_id)) for r in reports
-                if self.put_client_report(r)}
+        # One statement per chunk of reports: RETURNING names the rows inserted (not the
+        # ones OR IGNORE skipped, nor the second of a pair repeated in the chunk). A
+        # statement per report cost a tenth of an upload's commit in Python calls.
+        now = time.time()
+        stored: set[tuple[bytes, bytes]] = set()
+        for i in range(0, len(reports), _ROWS_PER_INSERT):
+            chunk = reports[i:i + _ROWS_PER_INSERT]
+            values: list[Any] = []
+            for r in chunk:
+                if not r.created_at:
+                    r.created_at = now
+                values += (bytes(r.task_id), bytes(r.report_id), r.time, r.report, r.state,
+                           r.aggregation_job_id, r.error, r.created_at)
+            marks = ",".join(["(?,?,?,?,?,?,?,?)"] * len(chunk))
+            stored.update((row[0], row[1]) for row in self.c.execute(
+                f"INSERT OR IGNORE INTO client_reports VALUES {marks} "
+                "RETURNING task_id, report_id", values))
+        return stored
 
     def get_client_reports(self, task_id: bytes, report_ids: list[bytes]
                            ) -> list[ClientReportRecord]:
@@ -452,8 +471,19 @@ class SqliteTransaction:
 
     def mark_reports_aggregated(self, task_id: bytes,
                                 reports: Sequence[tuple[bytes, int | None]]) -> set[bytes]:
-        return {bytes(rid) for rid, t in reports
-                if self.mark_report_aggregated(task_id, rid, t)}
+        # As put_client_reports: one statement per chunk, RETURNING the rows inserted.
+        tid = bytes(task_id)
+        marked: set[bytes] = set()
+        for i in range(0, len(reports), _ROWS_PER_INSERT):
+            chunk = reports[i:i + _ROWS_PER_INSERT]
+            values: list[Any] = []
+            for rid, t in chunk:
+                values += (tid, bytes(rid), None if t is None else _t(t))
+            marks = ",".join(["(?,?,?)"] * len(chunk))
+            marked.update(row[0] for row in self.c.execute(
+                f"INSERT OR IGNORE INTO aggregated_reports (task_id, report_id, time) "
+                f"VALUES {marks} RETURNING report_id", values))
+        return marked
 
     def get_bucket(self, task_id: bytes, bucket: bytes, agg_param: bytes
                    ) -> BatchBucketRecord | None:
@@ -915,8 +945,19 @@ def _private_file(path: str) -> None:
 def _bytes_tuple(record: Any) -> tuple[Any, ...]:
     """Record fields as SQLite values (bytes subclasses such as TaskID become bytes). The
     records' fields are flat values: no deep copy (`astuple`) is needed."""
-    values = (getattr(record, f.name) for f in fields(record))
-    return tuple(bytes(v) if isinstance(v, bytes) else v for v in values)
+    getter = _FIELD_GETTERS.get(type(record))
+    if getter is None:
+        names = [f.name for f in fields(record)]
+        # (attrgetter of one name returns the value itself, of several a tuple)
+        getter = attrgetter(*names) if len(names) > 1 \
+            else (lambda r, n=names[0]: (getattr(r, n),))
+        _FIELD_GETTERS[type(record)] = getter
+    return tuple(bytes(v) if isinstance(v, bytes) else v for v in getter(record))
+
+
+# A record class's fields in order, read at once (`dataclasses.fields` per call was a
+# tenth of a job creation's datastore time).
+_FIELD_GETTERS: dict[type, Any] = {}
 
 
 class FairRLock:
