@@ -446,3 +446,79 @@ def test_concurrent_upload_transactions_store_each_report_once(store: Any,
         got = tx.get_client_reports(TID, ids)
     assert sorted(bytes(r.report_id) for r in got) == sorted(ids)
     assert all(bytes(r.report) == bytes(r.report_id) for r in got)
+
+
+def test_the_freeze_and_the_uploads_of_a_task_take_turns(pg_url: str) -> None:
+    """`guard_uploads` (PostgreSQL, where upload transactions run beside the exclusive
+    mode's lock): a freeze (exclusive) waits for an upload transaction of its task that
+    is in flight and then counts its report; an upload that starts during the freeze
+    waits for it; another task's upload does not wait."""
+    from ppm_reference.dap.storage.postgres import PostgresDatastore
+
+    ds = PostgresDatastore(pg_url, key_from_env=False)
+    in_flight, commit_upload = threading.Event(), threading.Event()
+
+    def upload(task_id: bytes, i: int, started: threading.Event | None = None,
+               hold: threading.Event | None = None) -> None:
+        with ds.upload_transaction() as tx:
+            tx.guard_uploads([task_id])
+            if started is not None:
+                started.set()
+            tx.put_client_reports([ClientReportRecord(task_id, _rid(i), 1, b"r",
+                                                      created_at=1.0)])
+            if hold is not None:
+                assert hold.wait(30)
+
+    counted: list[int] = []
+    frozen, end_freeze = threading.Event(), threading.Event()
+
+    def freeze() -> None:
+        with ds.transaction() as tx:
+            tx.guard_uploads([TID], exclusive=True)
+            counted.append(tx.count_reports(TID, (ReportState.NEW,)))
+            frozen.set()
+            assert end_freeze.wait(30)
+
+    try:
+        uploader = threading.Thread(target=upload, args=(TID, 1, in_flight, commit_upload))
+        uploader.start()
+        assert in_flight.wait(30)
+        freezer = threading.Thread(target=freeze)
+        freezer.start()
+        # The freeze waits for the upload in flight (the upload itself is held open).
+        assert not frozen.wait(0.5), "the freeze did not wait for the upload in flight"
+        commit_upload.set()
+        uploader.join(30)
+        assert frozen.wait(30)
+        assert counted == [1]  # it sees the report committed while it waited
+        # During the freeze: this task's next upload waits, another task's does not.
+        late_started = threading.Event()
+        late = threading.Thread(target=upload, args=(TID, 2, late_started))
+        late.start()
+        other = threading.Thread(target=upload, args=(OTHER, 3))
+        other.start()
+        other.join(30)
+        assert not other.is_alive(), "another task's upload waited for the freeze"
+        assert not late_started.wait(0.5), "an upload ran during the freeze of its task"
+        end_freeze.set()
+        freezer.join(30)
+        late.join(30)
+        assert late_started.is_set() and not late.is_alive()
+        with ds.read() as tx:
+            assert tx.count_reports(TID, (ReportState.NEW,)) == 2
+            assert tx.count_reports(OTHER, (ReportState.NEW,)) == 1
+    finally:
+        commit_upload.set()
+        end_freeze.set()
+        ds.close()
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_guard_uploads_of_no_task_or_on_sqlite_is_free(store: Any, backend: str) -> None:
+    with store.transaction() as tx:
+        tx.guard_uploads([])
+        tx.guard_uploads([TID, OTHER, TID], exclusive=True)
+    with store.upload_transaction() as tx:
+        tx.guard_uploads([OTHER, TID])
+        assert tx.put_client_reports([ClientReportRecord(TID, _rid(1), 1, b"r",
+                                                         created_at=1.0)])

@@ -171,6 +171,10 @@ def commit_uploads(tx: Transaction, prepared: Sequence[PreparedUpload]
     for upload in prepared:
         times.setdefault(bytes(upload.task.task_id), set()).update(
             t for _, _, t, error, _ in upload.reports if error is None)
+    # Before the collected-interval checks: a freeze of one of these tasks' intervals
+    # (`prepare_collection`) waits for this transaction, or this one for it.
+    tx.guard_uploads(sorted({bytes(u.task.task_id) for u in prepared
+                             if u.task.batch_mode == BatchMode.TIME_INTERVAL}))
     for i, upload in enumerate(prepared):
         task = upload.task
         tid = bytes(task.task_id)
@@ -866,6 +870,10 @@ def prepare_collection(tx: Transaction, task: AggregatorTask, job: CollectionJob
         interval = req.interval
         assert interval is not None
         sel_interval = interval
+        if job.state == CollectionJobState.START:
+            # The uploads in flight to this task commit first, and are counted below
+            # (Transaction.guard_uploads); later ones wait, then see the freeze.
+            tx.guard_uploads([tid], exclusive=True)
         if job.state == CollectionJobState.START and agg_params.uses_agg_param(task):
             try:
                 agg_params.check_batch(tx, task, interval, req.agg_param)

@@ -379,6 +379,16 @@ class Transaction(Protocol):
                               ) -> list[BatchBucketRecord]: ...
     def mark_interval_collected(self, task_id: bytes, start: int, end: int) -> None: ...
     def interval_overlaps_collected(self, task_id: bytes, start: int, end: int) -> bool: ...
+    def guard_uploads(self, task_ids: Sequence[bytes], exclusive: bool = False) -> None:
+        """Until this transaction ends, keep the uploads to these tasks apart from the
+        freeze of their collected intervals: an upload transaction takes it shared (for
+        its tasks, before it checks their collected intervals), the freeze exclusive (for
+        its task, before it counts the reports still to aggregate). The freeze then waits
+        for the uploads in flight, and sees their reports; an upload that starts later
+        waits for the freeze and is refused (`batch_collected`). A backend with one
+        writer at a time (SQLite) needs nothing: an upload transaction and the freeze
+        never overlap there."""
+        ...
     def commit_context(self, task_id: bytes, times: Sequence[int], buckets: Sequence[bytes]
                        ) -> tuple[int | None, set[int], set[bytes]]:
         """What the commit checks read, in one query: the task's eviction horizon

@@ -235,6 +235,9 @@ _MIGRATIONS: dict[int, list[str]] = {
 # mode, transactions ("ppm tx").
 _MIGRATION_LOCK = 0x70706D5F736368
 _TRANSACTION_LOCK = 0x70706D5F7478
+# The first key of the per-task upload guards (`guard_uploads`, "ppmu"); the second is
+# the task ID's first four bytes (a collision only makes two tasks wait for each other).
+_UPLOAD_GUARD = 0x70706D75
 _BEGIN_READ = "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"
 _BEGIN_UNLOCKED = "BEGIN ISOLATION LEVEL READ COMMITTED"  # (`upload_transaction`)
 _IDLE = psycopg.pq.TransactionStatus.IDLE
@@ -407,6 +410,10 @@ def _check_url(url: str) -> None:
     if not parts.path.strip("/"):
         raise StorageError(f"invalid datastore URL {redact_url(url)!r}: name the database "
                            "(postgresql://USER@HOST:PORT/DATABASE)")
+
+
+def _upload_guard_key(task_id: bytes) -> int:
+    return int.from_bytes(bytes(task_id)[:4], "big", signed=True)
 
 
 def _one_line(exc: BaseException) -> str:
@@ -853,6 +860,20 @@ class PostgresTransaction:
         if buckets:
             self.c.execute("DELETE FROM collected_buckets WHERE task_id=%s AND "
                            "bucket = ANY(%s)", (bytes(task_id), _blist(buckets)))
+
+    def guard_uploads(self, task_ids: Sequence[bytes], exclusive: bool = False) -> None:
+        # Transaction-scoped advisory locks, one per task (the two-key form: apart from
+        # the one-key locks of migrations and the exclusive mode), taken in key order so
+        # that two upload transactions never wait for each other in a cycle. Upload
+        # transactions run beside the exclusive mode's lock (`upload_transaction`): they
+        # would otherwise check a task's collected intervals, let a freeze commit, and
+        # then store a report it no longer counts, acknowledged but never aggregated.
+        keys = sorted({_upload_guard_key(t) for t in task_ids})
+        if not keys:
+            return
+        fn = "pg_advisory_xact_lock" if exclusive else "pg_advisory_xact_lock_shared"
+        self.c.execute(f"SELECT {fn}(%s, k) FROM unnest(%s::int[]) AS k",
+                       (_UPLOAD_GUARD, keys)).fetchall()
 
     def interval_overlaps_collected(self, task_id: bytes, start: int, end: int) -> bool:
         return self.c.execute("SELECT 1 FROM collected_intervals WHERE task_id=%s AND "

@@ -469,6 +469,9 @@ class SqliteTransaction:
                 f"({marks})", (bytes(task_id), *chunk)))
         return out
 
+    def guard_uploads(self, task_ids: Sequence[bytes], exclusive: bool = False) -> None:
+        pass  # one writer at a time (BEGIN IMMEDIATE): never beside the freeze
+
     def mark_reports_aggregated(self, task_id: bytes,
                                 reports: Sequence[tuple[bytes, int | None]]) -> set[bytes]:
         # As put_client_reports: one statement per chunk, RETURNING the rows inserted.
