@@ -3,8 +3,11 @@ hands it to the longest waiting job between chunks of reports."""
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
+from pathlib import Path
+from typing import Any
 
 from ppm_reference.dap.server.common import Baton
 
@@ -75,3 +78,38 @@ def test_one_holder_at_a_time() -> None:
     for t in threads:
         t.join(30)
     assert most == 1
+
+
+def test_the_asynchronous_helper_prepares_holding_the_baton(tmp_path: Path,
+                                                            monkeypatch: Any) -> None:
+    """The asynchronous Helper (`async_helper`: the background worker answers the jobs)
+    prepares each job in a job thread holding the baton, as the synchronous answers do,
+    and passes `pace` on: its preparation never runs beside another job's."""
+    from ppm_reference.dap.server import helper as helper_server
+    from tests.dap_harness import PROTOS, AggregatorPair
+    from tests.test_dap_e2e import collect, upload
+
+    proto = next(p for p in PROTOS if not p.dap09)
+    seen: list[tuple[bool, bool]] = []
+    pair_box: list[Any] = []
+    real = helper_server.core.prepare_aggregation_job
+
+    def spy(*args: Any, **kwargs: Any) -> Any:
+        baton = pair_box[0].helper_state.baton
+        seen.append((baton._lock._owner == threading.get_ident(),
+                     kwargs.get("pace") == baton.pace))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(helper_server.core, "prepare_aggregation_job", spy)
+
+    async def run() -> None:
+        async with AggregatorPair(tmp_path, helper_overrides={
+                "async_helper": True, "retry_after": 0}) as pair:
+            pair_box.append(pair)
+            pt = pair.provision(proto.count(), min_batch_size=4, profile=proto.profile)
+            await upload(pair, pt, [1, 0, 1, 1])
+            result = await collect(pair, pt, pair.current_interval_query(pt))
+            assert result.aggregate_result == 3
+
+    asyncio.run(run())
+    assert seen and all(holds and paced for holds, paced in seen), seen

@@ -233,7 +233,9 @@ async def worker(app: web.Application, st: AppState) -> None:
     retention = RetentionTimer(st)
     while True:
         try:
-            busy = await st.offload(run_pending, st)
+            # A job thread holding the baton, as the synchronous answers' work
+            # (AppState.offload_job): one job's CPU-bound work at a time per process.
+            busy = await st.offload_job(run_pending, st)
         except Exception:  # noqa: BLE001 - keep the worker alive, log, retry later
             log.exception("helper worker step failed")
             busy = False
@@ -252,7 +254,9 @@ async def worker(app: web.Application, st: AppState) -> None:
 
 
 def run_pending(st: AppState) -> bool:
-    """One pass over pending Helper work. Returns whether anything was done.
+    """One pass over pending Helper work, in a job thread holding the baton (`worker`;
+    it hands the baton on between chunks of a job's reports). Returns whether anything
+    was done.
 
     Each job and each aggregate share is processed on its own: one that raises (its
     task deleted, a VDAF too large for memory) has its error recorded on it and is
@@ -271,7 +275,8 @@ def run_pending(st: AppState) -> bool:
             task = st.task(job.task_id, Role.HELPER)
             # The decryption and VDAF work outside the transaction (see _init_job).
             prepared = core.prepare_aggregation_job(task, keyring, job.request, now,
-                                                    st.config.clock_skew)
+                                                    st.config.clock_skew,
+                                                    pace=st.baton.pace)
             with st.datastore.transaction() as tx:
                 # Compare-and-set on the lease token (another process may have taken
                 # the job over after our lease expired).
