@@ -121,10 +121,11 @@ def _close(app: Any) -> None:
 def test_scan_then_small_jobs_made_and_leased(datastore_spec: Callable[[str], str],
                                               backend: str) -> None:
     """The scan sees every task with new reports; a pass makes one job per task (a few
-    reports: one transaction each); with `step_now`, the jobs made while a step slot is
-    free are stored leased to the worker and handed to it, the others are left for
-    `acquire_aggregation_jobs`."""
-    app, st, tasks = _leader(datastore_spec, n_tasks=4, per_task=3)
+    reports: one transaction each) while a step slot is free (`step_now`), stored leased
+    to the worker and handed to it; the other tasks wait (their reports would make
+    larger jobs meanwhile), and the next pass takes them, beginning after the last task
+    served (in turn, so that the first tasks do not starve the last ones)."""
+    app, st, tasks = _leader(datastore_spec, n_tasks=5, per_task=3)
     try:
         worker = leader_server.LeaderWorker(app, st)
         ids = sorted(bytes(pt.task.task_id) for pt in tasks)
@@ -135,37 +136,48 @@ def test_scan_then_small_jobs_made_and_leased(datastore_spec: Callable[[str], st
         assert pending.collections == [] and set(pending.task_work) == {ids[1]}
         assert pending.due is None  # no job yet
         started: list[AggregationJobRecord] = []
+        steps: list[asyncio.Future[None]] = []
 
         def start(jobs: list[AggregationJobRecord]) -> None:
             started.extend(jobs)
-            # Two slots: the first two jobs are taken (as a step in flight would be).
-            worker.in_flight.update(asyncio.Future() for _ in jobs)
+            # Two slots (job_concurrency 2): each job taken, as a step in flight would be.
+            for _ in jobs:
+                steps.append(asyncio.Future())
+                worker.in_flight.add(steps[-1])  # type: ignore[arg-type]
 
         worker._start_steps = start  # type: ignore[method-assign]
         assert asyncio.run(worker.create_jobs(pending, step_now=True))
-        assert len(started) == 2
+        assert [bytes(j.task_id) for j in started] == ids[:2]
+        # Every slot is taken: a pass makes nothing.
+        assert not asyncio.run(worker.create_jobs(worker.scan(), step_now=True))
         now = st.clock()
         with st.datastore.transaction() as tx:
-            jobs = {}
-            for tid in ids:
-                assert tx.count_reports(tid, (ReportState.NEW,)) == 0
-                assert tx.count_reports(tid, (ReportState.IN_JOB,)) == 3
+            for i, tid in enumerate(ids):
+                assert tx.count_reports(tid, (ReportState.NEW,)) == (0 if i < 2 else 3)
+                assert tx.count_reports(tid, (ReportState.IN_JOB,)) == (3 if i < 2 else 0)
             for job in started:
                 stored = tx.get_leased_aggregation_job(job.task_id, job.job_id,
                                                        job.lease_token)
                 assert stored is not None and len(job.lease_token) == 16
                 assert stored.lease_expiry > now and stored.step == 0
                 assert stored.request == job.request
-                jobs[bytes(job.task_id)] = stored
-            # The leased jobs are not acquired again; the two others are.
-            acquired = tx.acquire_aggregation_jobs("leader", now, 60.0, 10)
-            assert len(acquired) == 2
-            assert not {bytes(j.task_id) for j in acquired} & set(jobs)
+            # Leased: nothing for acquire_aggregation_jobs.
+            assert tx.acquire_aggregation_jobs("leader", now, 60.0, 10) == []
             # The task's recorded failure was cleared by its creation.
             assert tx.list_task_work() == []
-        # The next scan finds nothing to create; its due time is the leases' expiry.
+            # The first task has new reports again: it waits for its turn.
+            tx.put_client_reports([ClientReportRecord(ids[0], b"n" * 16, 0, b"r")])
+        # One step ends: the next pass begins after the last task served.
+        worker.in_flight.clear()
+        worker.in_flight.add(steps[0])  # type: ignore[arg-type]
+        assert asyncio.run(worker.create_jobs(worker.scan(), step_now=True))
+        assert [bytes(j.task_id) for j in started] == ids[:3]
+        worker.in_flight.clear()
+        assert asyncio.run(worker.create_jobs(worker.scan(), step_now=True))
+        assert [bytes(j.task_id) for j in started] == ids[:5]
+        # The next scan finds only the first task's new report; its turn comes now.
         again = worker.scan()
-        assert again.new_tasks == [] and again.due is not None and again.due > now
+        assert again.new_tasks == [ids[0]] and again.due is not None and again.due > now
     finally:
         _close(app)
 

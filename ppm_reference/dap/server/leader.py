@@ -14,6 +14,7 @@ is byte-identical and the Helper answers it from its existing resource.
 from __future__ import annotations
 
 import asyncio
+import bisect
 import functools
 import logging
 import os
@@ -246,6 +247,10 @@ class LeaderWorker:
         # together in production; a test's frozen clock must not freeze job creation, and
         # a simulated clock that jumps ahead must end it too.
         self.create_not_before: dict[bytes, tuple[float, float]] = {}
+        # The task whose job this worker's last pass made last: the next pass begins
+        # after it (`create_jobs` makes jobs only while a step slot is free, so it takes
+        # the tasks in turn).
+        self.create_cursor: bytes | None = None
         # This worker's name in the leases it takes (the process's; a test running two
         # workers in one process gives each its own).
         self.holder = HOLDER
@@ -406,12 +411,24 @@ class LeaderWorker:
         task_ids = sorted(set(pending.new_tasks).union(
             bytes(j.task_id) for j in pending.collections
             if j.state == CollectionJobState.START))
+        if step_now and self.create_cursor is not None:
+            # In turn: the tasks after the last one served first (see below).
+            cut = bisect.bisect_right(task_ids, self.create_cursor)
+            task_ids = task_ids[cut:] + task_ids[:cut]
         failing = pending.task_work
         mono = time.monotonic()
         self.create_not_before = {t: (m, c) for t, (m, c) in self.create_not_before.items()
                                   if m > mono and c > now}
         created = 0
         for tid in task_ids:
+            if step_now and len(self.in_flight) >= max(1, cfg.job_concurrency):
+                # Every step slot is taken: a job made now would only wait for one, and
+                # the reports that arrive meanwhile would make the task's next job larger
+                # (a job has a fixed cost on both Aggregators: with reports trickling
+                # into many tasks, jobs made ahead of the steps held one or two reports
+                # each). The pass that follows a step's end goes on from here; another
+                # process with a free slot takes the tasks meanwhile.
+                break
             work = failing.get(tid)
             if work is not None and work.next_attempt_at > now:
                 continue  # backing off after an error (recorded in task_work)
@@ -499,6 +516,7 @@ class LeaderWorker:
 
                 # In a worker thread, not on the event loop.
                 count = await st.offload_job(create)
+                self.create_cursor = tid
                 self._start_steps(leased)
                 if count > 0:
                     created += count
