@@ -439,8 +439,8 @@ class LeaderWorker:
             # with backoff; the other tasks go on.
             try:
                 task = st.task(tid, Role.LEADER)
-                token = os.urandom(16) if step_now \
-                    and len(self.in_flight) < max(1, cfg.job_concurrency) else None
+                # (With step_now a step slot is free here: the loop stops when none is.)
+                token = os.urandom(16) if step_now else None
                 leased: list[AggregationJobRecord] = []
                 filling = cfg.job_fill and self.stepping.get(tid, 0) > 0
 

@@ -278,24 +278,28 @@ class SqliteTransaction:
 
     def put_client_reports(self, reports: Sequence[ClientReportRecord]
                            ) -> set[tuple[bytes, bytes]]:
-        # One statement per chunk of reports: RETURNING names the rows inserted (not the
-        # ones OR IGNORE skipped, nor the second of a pair repeated in the chunk). A
-        # statement per report cost a tenth of an upload's commit in Python calls.
+        # One statement per chunk of reports (`_insert_returning`): RETURNING names the
+        # rows inserted (not the ones OR IGNORE skipped, nor the second of a pair repeated
+        # in the chunk). A statement per report cost a tenth of an upload's commit in
+        # Python calls.
         now = time.time()
-        stored: set[tuple[bytes, bytes]] = set()
-        for i in range(0, len(reports), _ROWS_PER_INSERT):
-            chunk = reports[i:i + _ROWS_PER_INSERT]
-            values: list[Any] = []
-            for r in chunk:
-                if not r.created_at:
-                    r.created_at = now
-                values += (bytes(r.task_id), bytes(r.report_id), r.time, r.report, r.state,
-                           r.aggregation_job_id, r.error, r.created_at)
-            marks = ",".join(["(?,?,?,?,?,?,?,?)"] * len(chunk))
-            stored.update((row[0], row[1]) for row in self.c.execute(
-                f"INSERT OR IGNORE INTO client_reports VALUES {marks} "
-                "RETURNING task_id, report_id", values))
-        return stored
+        for r in reports:
+            if not r.created_at:
+                r.created_at = now
+        return {(row[0], row[1]) for row in self._insert_returning(
+            "INSERT OR IGNORE INTO client_reports VALUES", "RETURNING task_id, report_id",
+            [(bytes(r.task_id), bytes(r.report_id), r.time, r.report, r.state,
+              r.aggregation_job_id, r.error, r.created_at) for r in reports])}
+
+    def _insert_returning(self, insert: str, returning: str,
+                          rows: Sequence[tuple[Any, ...]]) -> Iterator[Any]:
+        """`insert` VALUES (one group per row) `returning`, one statement per
+        _ROWS_PER_INSERT rows: the rows RETURNING gives (with OR IGNORE, those inserted)."""
+        for i in range(0, len(rows), _ROWS_PER_INSERT):
+            chunk = rows[i:i + _ROWS_PER_INSERT]
+            group = "(" + ",".join("?" * len(chunk[0])) + ")"
+            yield from self.c.execute(f"{insert} {','.join([group] * len(chunk))} {returning}",
+                                      [v for row in chunk for v in row])
 
     def get_client_reports(self, task_id: bytes, report_ids: list[bytes]
                            ) -> list[ClientReportRecord]:
@@ -474,19 +478,11 @@ class SqliteTransaction:
 
     def mark_reports_aggregated(self, task_id: bytes,
                                 reports: Sequence[tuple[bytes, int | None]]) -> set[bytes]:
-        # As put_client_reports: one statement per chunk, RETURNING the rows inserted.
         tid = bytes(task_id)
-        marked: set[bytes] = set()
-        for i in range(0, len(reports), _ROWS_PER_INSERT):
-            chunk = reports[i:i + _ROWS_PER_INSERT]
-            values: list[Any] = []
-            for rid, t in chunk:
-                values += (tid, bytes(rid), None if t is None else _t(t))
-            marks = ",".join(["(?,?,?)"] * len(chunk))
-            marked.update(row[0] for row in self.c.execute(
-                f"INSERT OR IGNORE INTO aggregated_reports (task_id, report_id, time) "
-                f"VALUES {marks} RETURNING report_id", values))
-        return marked
+        return {row[0] for row in self._insert_returning(
+            "INSERT OR IGNORE INTO aggregated_reports (task_id, report_id, time) VALUES",
+            "RETURNING report_id",
+            [(tid, bytes(rid), None if t is None else _t(t)) for rid, t in reports])}
 
     def get_bucket(self, task_id: bytes, bucket: bytes, agg_param: bytes
                    ) -> BatchBucketRecord | None:
