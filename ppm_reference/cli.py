@@ -15,8 +15,9 @@ from __future__ import annotations
 import argparse
 import importlib
 import os
+import re
 import sys
-from typing import NoReturn
+from typing import Any, NoReturn
 
 # Modules that provide `register(subparsers)`. A module that does not exist yet is skipped,
 # so that areas can land one at a time.
@@ -46,9 +47,23 @@ def version_line() -> str:
     return f"ppm-reference {version} (DAP profiles {profiles}; VDAF {vdafs})"
 
 
+# A DAP ID (task ID, batch ID, ...: 32 bytes, unpadded base64url, DAP section 4.1) is
+# 43 characters and may begin with "-" (one in 64 IDs).
+_DASH_ID = re.compile(r"-[A-Za-z0-9_-]{42}")
+
+
 class PpmArgumentParser(argparse.ArgumentParser):
     """Bad usage is one line, `PROG: error: MESSAGE (see PROG --help)`, exit code 2;
-    sub-command parsers inherit the class (argparse makes them of their parent's)."""
+    sub-command parsers inherit the class (argparse makes them of their parent's).
+
+    A word shaped like a 32-byte base64url ID that begins with "-" is a value, not an
+    option: argparse would otherwise read `-hXc...` as `-h` with an argument, or report
+    the positional TASK_ID as missing."""
+
+    def _parse_optional(self, arg_string: str) -> Any:
+        if _DASH_ID.fullmatch(arg_string) and arg_string not in self._option_string_actions:
+            return None                         # argparse's "this is a positional"
+        return super()._parse_optional(arg_string)
 
     def error(self, message: str) -> NoReturn:
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")

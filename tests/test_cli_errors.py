@@ -27,6 +27,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from ppm_reference.cli import build_parser, main
 
@@ -114,6 +116,32 @@ def test_unparsable_values_are_one_line(path: list[str], parser: argparse.Argume
         assert main([*path, option, "@@"]) == 2, option
         line = one_line(capsys)
         assert f"argument {option}" in line or option in line, line
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.binary(min_size=31, max_size=31), st.sampled_from(["show", "delete"]))
+def test_task_ids_beginning_with_a_dash_are_values(rest: bytes, command: str) -> None:
+    """One task ID in 64 begins with "-" (base64url of a first byte below 4); the CLI used
+    to read it as an option (`-h...` even as --help) and say TASK_ID was missing."""
+    import base64
+
+    task_id = base64.urlsafe_b64encode(b"\xf8" + rest).decode().rstrip("=")
+    assert task_id.startswith("-")
+    parser = build_parser()
+    args = parser.parse_args(["task", command, "--admin", "http://127.0.0.1:1/", task_id])
+    assert args.task_id == task_id
+    # Before the other options too, and as an option's value.
+    args = parser.parse_args(["task", command, task_id, "--admin", "http://127.0.0.1:1/"])
+    assert args.task_id == task_id and args.admin == "http://127.0.0.1:1/"
+    args = parser.parse_args(["task", command, "--admin", task_id, task_id])
+    assert args.admin == task_id
+
+
+def test_options_still_win_over_the_id_shape(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["task", "show", "-h"]) == 0
+    assert "TASK_ID" in capsys.readouterr().out
+    assert main(["task", "show", "--admin", "http://127.0.0.1:1/", "-x" * 2]) == 2
+    assert "TASK_ID" in one_line(capsys)
 
 
 # The sub-commands with a required argument (the others run with none given).
