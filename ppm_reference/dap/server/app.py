@@ -144,8 +144,11 @@ def build_app(config: AggregatorConfig, datastore: Datastore | None = None,
                                      sqlite_synchronous=config.sqlite_synchronous)
     ensure_hpke_key(ds, rng)
     st = AppState(config, ds, clock, rng)
-    # taskprov.middleware provisions an advertised task before the handler looks it up.
-    middlewares = [metrics.middleware, problem_middleware, taskprov.middleware]
+    middlewares = [metrics.middleware, problem_middleware]
+    if config.taskprov_peers:
+        # Provisions an advertised task before the handler looks it up. Only with peers
+        # (fixed at start): each middleware is a layer of every request.
+        middlewares.append(taskprov.middleware)
     if config.log_request_peers:
         middlewares.insert(0, peer_log_middleware)
     # Every body is read through serving.read_limited with its resource's limit; aiohttp's
