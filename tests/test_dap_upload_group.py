@@ -149,14 +149,15 @@ def test_answered_only_after_commit(setup: Any) -> None:
 
 def test_stored_callback_once_per_transaction(setup: Any) -> None:
     """The uploads of one group transaction call their `stored` callback (the Leader
-    wakes its background worker) once; an upload refused on its own (a body that does
-    not decode) does not call it, nor does a group of such uploads only."""
+    wakes its background worker) once, with their tasks' IDs; an upload refused on its
+    own (a body that does not decode) does not call it, nor does a group of such uploads
+    only."""
     st, task, keyring, bodies = setup
-    calls: list[str] = []
+    calls: list[tuple[str, set[bytes]]] = []
 
     class Worker:
-        def wake(self, name: str = "a") -> None:
-            calls.append(name)
+        def wake(self, task_ids: set[bytes], name: str = "a") -> None:
+            calls.append((name, task_ids))
 
     worker = Worker()
 
@@ -167,7 +168,7 @@ def test_stored_callback_once_per_transaction(setup: Any) -> None:
                                        for b in [b"\x00garbage", *bodies[:4]]),
                                      return_exceptions=True)
         bad = await asyncio.gather(groups.store(task, keyring, b"\x01",
-                                                lambda: worker.wake("b")),
+                                                lambda t: worker.wake(t, "b")),
                                    return_exceptions=True)
         return [*first, *bad]
 
@@ -175,4 +176,5 @@ def test_stored_callback_once_per_transaction(setup: Any) -> None:
     assert isinstance(results[0], DapProblem) and isinstance(results[5], DapProblem)
     assert results[1:5] == [[], [], [], []]
     assert st.datastore.commits == 1
-    assert calls == ["a"]
+    # With the IDs of the tasks the group stored reports of.
+    assert calls == [("a", {bytes(task.task_id)})]

@@ -214,6 +214,68 @@ def test_work_event_counts_news_not_a_workers_own_wakeups() -> None:
     asyncio.run(run())
 
 
+def test_work_event_names_the_tasks_of_its_news() -> None:
+
+    async def run() -> None:
+        event = WorkEvent()
+        assert event.take_news_tasks() == set()
+        event.set([b"a"])
+        event.set({b"b"})
+        assert event.news == 2
+        assert event.take_news_tasks() == {b"a", b"b"}
+        assert event.take_news_tasks() == set()        # taken
+        event.set([b"a"])
+        event.set()                                      # news of any task
+        event.set([b"c"])
+        assert event.take_news_tasks() is None
+        asyncio.Event.set(event)                         # a worker's own wake-up: no news
+        assert event.take_news_tasks() == set()
+
+    asyncio.run(run())
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_news_brings_back_only_the_tasks_it_names(datastore_spec: Callable[[str], str],
+                                                  backend: str,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """A task that made no job (too few reports yet) is paused; news of an upload into
+    another task does not bring it back (it used to: with many tasks, a write
+    transaction per paused task after each upload, making nothing), news of its own
+    does, and news that names no task (another process's notification) brings back
+    every task."""
+    app, st, tasks = _leader(datastore_spec, n_tasks=2, per_task=2, min_job_size=3,
+                             straggler_age=3600.0)
+    looked: list[bytes] = []
+    ready = leader_server.core.reports_ready
+
+    def spy(tx: Any, task: Any, *args: Any) -> Any:
+        looked.append(bytes(task.task_id))
+        return ready(tx, task, *args)
+
+    monkeypatch.setattr(leader_server.core, "reports_ready", spy)
+    try:
+        worker = leader_server.LeaderWorker(app, st)
+        first, second = sorted(bytes(pt.task.task_id) for pt in tasks)
+        assert not asyncio.run(worker.create_jobs())
+        assert sorted(looked) == [first, second]
+        assert set(worker.create_not_before) == {first, second}
+        wake = app[leader_server.WAKE_KEY]
+        wake.set([second])
+        worker.news_arrived()
+        assert set(worker.create_not_before) == {first}
+        looked.clear()
+        assert not asyncio.run(worker.create_jobs())
+        assert looked == [second]
+        wake.set()
+        worker.news_arrived()
+        assert worker.create_not_before == {}
+        looked.clear()
+        assert not asyncio.run(worker.create_jobs())
+        assert sorted(looked) == [first, second]
+    finally:
+        _close(app)
+
+
 def _jobs_by_task(st: Any) -> dict[bytes, int]:
     with st.datastore.transaction() as tx:
         jobs = tx.acquire_aggregation_jobs("leader", st.clock(), 60.0, 100)
@@ -248,6 +310,7 @@ def test_job_fill_waits_for_the_tasks_running_step(datastore_spec: Callable[[str
         # An upload's news brings back the tasks that made no job, not those that wait
         # for their running step.
         worker.create_not_before[b"other"] = (time.monotonic() + 60, st.clock() + 60)
+        app[leader_server.WAKE_KEY].set([b"other", busy])  # uploads into both
         worker.news_arrived()
         assert set(worker.create_not_before) == ({busy} if waits else set())
         # The step ends: a waiting task is looked at by the next pass, which scans.

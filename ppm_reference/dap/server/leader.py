@@ -73,7 +73,7 @@ from ppm_reference.dap.storage import (
 from ppm_reference.dap.taskprov import advertisement_headers
 
 log = logging.getLogger("ppm.leader")
-WAKE_KEY: web.AppKey[asyncio.Event] = web.AppKey("leader_wake", asyncio.Event)
+WAKE_KEY: web.AppKey[WorkEvent] = web.AppKey("leader_wake", WorkEvent)
 # Collection jobs the background worker still drives.
 _PENDING_COLLECTION = (CollectionJobState.START, CollectionJobState.COLLECTING)
 # Tasks looked at for job creation per pass (those with new reports, from an index).
@@ -125,7 +125,7 @@ async def upload_response(app: web.Application, st: AppState, task: Any,
         errors = await groups_of(st).store(task, keyring, body, app[WAKE_KEY].set)
     else:
         errors = await st.offload(store_upload, st, task, keyring, body)
-        app[WAKE_KEY].set()
+        app[WAKE_KEY].set((task.task_id,))
     if errors:
         count_rejections(app, task, errors)  # /metrics, GET /internal/tasks/{id}
     answer = task.wire.upload_answer(task, errors)  # raises a DAP-09 refused report's problem
@@ -143,7 +143,7 @@ async def post_collection_jobs(request: web.Request) -> web.StreamResponse:
     body = await read_body(request, task, "CollectionJobReq", st.config.max_collection_bytes)
     job_id = await st.transact(core.create_collection_job, task, body, st.clock(),
                                rng=st.rng)
-    request.app[WAKE_KEY].set()
+    request.app[WAKE_KEY].set((task.task_id,))
     return not_ready_response(st.config, f"{request.path}/{b64url(job_id)}", status=201)
 
 
@@ -158,7 +158,7 @@ async def put_collection_job(request: web.Request) -> web.StreamResponse:
     body = await read_body(request, task, "CollectionReq", st.config.max_collection_bytes)
     await st.transact(core.create_collection_job, task, body, st.clock(), job_id=job_id,
                       rng=st.rng)
-    request.app[WAKE_KEY].set()
+    request.app[WAKE_KEY].set((task.task_id,))
     return web.Response(status=201)
 
 
@@ -268,8 +268,7 @@ class LeaderWorker:
                                          headers=NO_COMPRESSION) as session:
             self.session = session
             wake = self.app[WAKE_KEY]
-            if isinstance(wake, WorkEvent):
-                wake.listen(self.st.datastore)  # other processes' notifications, if any
+            wake.listen(self.st.datastore)  # other processes' notifications, if any
             cfg = self.st.config
             quiet = woken = False
             news = None
@@ -588,11 +587,16 @@ class LeaderWorker:
     def news_arrived(self) -> None:
         """Woken by news (an upload, a collection job; not the end of a step): new
         reports may have come for the tasks that made no job, which are looked at again
-        at the next pass. Not those waiting for their running step (job fill): the step's
-        end brings them back, and looking at them at every upload would read their
-        reports again and again."""
+        at the next pass: the tasks the news named when they all came from this process
+        (an upload into one task does not make another's job: with many tasks, looking
+        at every paused one after each upload was a write transaction per task, most
+        of them making nothing), else all. Not those waiting for their running step
+        (job fill): the step's end brings them back, and looking at them at every upload
+        would read their reports again and again."""
+        named = self.app[WAKE_KEY].take_news_tasks()
         self.create_not_before = {t: v for t, v in self.create_not_before.items()
-                                  if t in self.filling}
+                                  if t in self.filling or (named is not None
+                                                           and t not in named)}
 
     def _step_ended(self, task_id: bytes, _step: asyncio.Task[None]) -> None:
         left = self.stepping.get(task_id, 1) - 1

@@ -25,10 +25,11 @@ retention pass by named leases (`Transaction.try_lease`), which expire after a c
 from __future__ import annotations
 
 import asyncio
+import builtins
 import contextlib
 import logging
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any, Protocol, runtime_checkable
 
 log = logging.getLogger("ppm.scheduling")
@@ -70,15 +71,29 @@ class WorkEvent(asyncio.Event):
         # counted: a worker woken by nothing else (`asyncio.Event.set`, e.g. at the end of
         # one of its own steps) knows that nobody stored work since it looked.
         self.news = 0
+        # The tasks the news since the last `take_news_tasks` was about; None: news of
+        # any task (a notification from another process, or a `set()` naming none).
+        self._news_tasks: builtins.set[bytes] | None = set()
 
-    def set(self) -> None:
+    def set(self, task_ids: Iterable[bytes] | None = None) -> None:
+        """News: work was stored, for `task_ids` (None: for any task)."""
         self.news += 1
+        if task_ids is None:
+            self._news_tasks = None
+        elif self._news_tasks is not None:
+            self._news_tasks.update(bytes(t) for t in task_ids)
         super().set()
         if self._notify is not None:
             try:
                 self._notify(self._role)
             except Exception:  # noqa: BLE001 - a lost notification only costs a poll
                 log.exception("work notification failed")
+
+    def take_news_tasks(self) -> builtins.set[bytes] | None:
+        """The tasks that the news since the last call named (None: any task may have
+        new work), and start anew."""
+        tasks, self._news_tasks = self._news_tasks, set()
+        return tasks
 
     def listen(self, datastore: Any) -> None:
         """Be woken by other processes' notifications (called by a driver)."""
@@ -88,6 +103,7 @@ class WorkEvent(asyncio.Event):
 
         def noted() -> None:
             self.news += 1
+            self._news_tasks = None  # another process's news does not name its tasks
             super(WorkEvent, self).set()
 
         def wake() -> None:

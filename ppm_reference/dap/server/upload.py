@@ -42,7 +42,7 @@ class _Upload:
     keyring: Any
     body: bytes
     future: asyncio.Future[list[tuple[bytes, Any]]]
-    stored: Callable[[], None] | None = None
+    stored: Callable[[set[bytes]], None] | None = None
     outcome: list[tuple[bytes, Any]] | None = None
     error: BaseException | None = None
     reports: list[Any] = field(default_factory=list)
@@ -58,11 +58,13 @@ class UploadGroups:
         self._task: asyncio.Task[None] | None = None
 
     async def store(self, task: Any, keyring: Any, body: bytes,
-                    stored: Callable[[], None] | None = None) -> list[tuple[bytes, Any]]:
+                    stored: Callable[[set[bytes]], None] | None = None
+                    ) -> list[tuple[bytes, Any]]:
         """Store an upload's reports; returns the refused ones with their ReportError
         once the reports are durable (or raises the upload's problem). `stored` (e.g.
         waking the background worker) is called once per group transaction that stored
-        uploads passing it, not once per upload, before they are answered."""
+        uploads passing it, not once per upload, with the IDs of their tasks, before
+        they are answered."""
         loop = asyncio.get_running_loop()
         item = _Upload(task, keyring, body, loop.create_future(), stored)
         self._pending.append(item)
@@ -97,11 +99,14 @@ class UploadGroups:
                             item.future.set_exception(exc)
                     self._pending.clear()
                     return
-                callbacks = {item.stored for item in group
-                             if item.stored is not None and item.error is None}
-                for callback in callbacks:
+                callbacks: dict[Callable[[set[bytes]], None], set[bytes]] = {}
+                for item in group:
+                    if item.stored is not None and item.error is None:
+                        callbacks.setdefault(item.stored, set()).add(
+                            bytes(item.task.task_id))
+                for callback, task_ids in callbacks.items():
                     try:
-                        callback()
+                        callback(task_ids)
                     except Exception:  # noqa: BLE001 - the uploads are stored all the same
                         log.exception("after storing uploads")
                 for item in group:
