@@ -61,6 +61,8 @@ class PpmArgumentParser(argparse.ArgumentParser):
     the positional TASK_ID as missing."""
 
     def _parse_optional(self, arg_string: str) -> Any:
+        # argparse's own (private) classifier of a word; None has meant "a positional"
+        # in every version, though its other answers changed shape in 3.12.
         if _DASH_ID.fullmatch(arg_string) and arg_string not in self._option_string_actions:
             return None                         # argparse's "this is a positional"
         return super()._parse_optional(arg_string)

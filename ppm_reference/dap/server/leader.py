@@ -279,9 +279,8 @@ class LeaderWorker:
                     # job or other process's notification since the last scan, which
                     # found nothing to create or collect) takes the next due jobs, and
                     # that is all: no scan.
-                    seen = getattr(wake, "news", None)
-                    light = woken and quiet and seen is not None and seen == news \
-                        and not self.rescan
+                    seen = wake.news
+                    light = woken and quiet and seen == news and not self.rescan
                     self.rescan = False
                     news = seen
                     work: PendingWork | None = None
@@ -355,7 +354,7 @@ class LeaderWorker:
                         woken = await sleep_until_work(wake, self.st.clock(), due,
                                                        cfg.work_poll_interval,
                                                        cfg.worker_interval)
-                        if woken and (news is None or getattr(wake, "news", None) != news):
+                        if woken and wake.news != news:
                             self.news_arrived()
                     else:
                         woken = False

@@ -268,13 +268,7 @@ class SqliteTransaction:
     # -- Leader: uploaded reports ---------------------------------------------------------
 
     def put_client_report(self, report: ClientReportRecord) -> bool:
-        if not report.created_at:
-            report.created_at = time.time()
-        cur = self.c.execute(
-            "INSERT OR IGNORE INTO client_reports VALUES (?,?,?,?,?,?,?,?)",
-            (bytes(report.task_id), bytes(report.report_id), report.time, report.report,
-             report.state, report.aggregation_job_id, report.error, report.created_at))
-        return cur.rowcount == 1
+        return bool(self.put_client_reports([report]))
 
     def put_client_reports(self, reports: Sequence[ClientReportRecord]
                            ) -> set[tuple[bytes, bytes]]:
@@ -459,10 +453,7 @@ class SqliteTransaction:
 
     def mark_report_aggregated(self, task_id: bytes, report_id: bytes,
                                time: int | None = None) -> bool:
-        cur = self.c.execute("INSERT OR IGNORE INTO aggregated_reports (task_id, report_id, "
-                             "time) VALUES (?,?,?)", (bytes(task_id), bytes(report_id),
-                                                      None if time is None else _t(time)))
-        return cur.rowcount == 1
+        return bool(self.mark_reports_aggregated(task_id, [(report_id, time)]))
 
     def aggregated_among(self, task_id: bytes, report_ids: Sequence[bytes]) -> set[bytes]:
         out: set[bytes] = set()
