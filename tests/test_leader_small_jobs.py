@@ -15,6 +15,8 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st_
 
 from ppm_reference.dap.common import Role
 from ppm_reference.dap.hpke import generate_keypair
@@ -66,6 +68,12 @@ def test_list_task_work_and_tasks_with_new_reports(datastore_spec: Callable[[str
             assert tx.tasks_with_new_reports(1000) == new
             assert tx.tasks_with_new_reports(5) == new[:5]
             assert tx.tasks_with_new_reports(0) == []
+            # From after an ID (a window of the Leader's round, `Sweep`).
+            assert tx.tasks_with_new_reports(1000, new[4]) == new[5:]
+            assert tx.tasks_with_new_reports(3, new[4]) == new[5:8]
+            assert tx.tasks_with_new_reports(3, tids[7]) == new[6:9]   # (not itself new)
+            assert tx.tasks_with_new_reports(10, new[-1]) == []
+            assert tx.tasks_with_new_reports(2, b"") == new[:2]
             work = {bytes(w.task_id): (w.attempts, w.next_attempt_at, w.error)
                     for w in tx.list_task_work()}
             assert work == {tids[3]: (2, 123.0, "boom"), tids[9]: (1, 45.0, "bang")}
@@ -339,5 +347,87 @@ def test_job_fill_ends_for_stragglers(datastore_spec: Callable[[str], str]) -> N
         assert _jobs_by_task(st) == {tid: 1} and not worker.filling
         worker._step_ended(tid, None)  # type: ignore[arg-type]
         assert worker.stepping == {tid: 1} and not worker.rescan
+    finally:
+        _close(app)
+
+
+class _Ids:
+    """The one query `Sweep` makes, over a fixed set of task IDs."""
+
+    def __init__(self, ids: set[bytes]) -> None:
+        self.ids = sorted(ids)
+        self.queries = 0
+
+    def tasks_with_new_reports(self, limit: int, after: bytes | None = None) -> list[bytes]:
+        self.queries += 1
+        return [t for t in self.ids if after is None or t > after][:limit]
+
+
+_ID = st_.binary(min_size=2, max_size=2)
+
+
+@settings(max_examples=300, deadline=None)
+@given(ids=st_.sets(_ID, max_size=30), start=st_.none() | _ID,
+       windows=st_.lists(st_.integers(1, 7), min_size=1, max_size=40))
+def test_sweep_reads_every_task_once_in_turn(ids: set[bytes], start: bytes | None,
+                                             windows: list[int]) -> None:
+    """A round of windows of any sizes reads each task with new reports once: those
+    after `start` in ID order, then from the lowest up to `start` itself; then it is
+    done, and a window reads at most its size."""
+    tx = _Ids(ids)
+    sweep = leader_server.Sweep(start)
+    got: list[bytes] = []
+    for size in windows:
+        if sweep.done:
+            break
+        window = sweep.read(tx, size)
+        assert len(window) <= size
+        got += window
+    ordered = sorted(ids)
+    expected = ordered if start is None else \
+        [t for t in ordered if t > start] + [t for t in ordered if t <= start]
+    if sweep.done:
+        assert got == expected
+        assert sweep.read(tx, 5) == []
+    else:
+        assert got == expected[:len(got)] and len(got) == sum(windows)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_scan_reads_a_window_and_creation_reads_on(datastore_spec: Callable[[str], str],
+                                                   backend: str,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """The scan reads one window of the tasks with new reports (not all of them: with
+    thousands of tasks every pass read thousands of rows), from after the last task
+    served; a pass whose window's tasks make no job (paused) reads the next windows
+    while a step slot is free, so no task waits behind paused ones."""
+    monkeypatch.setattr(leader_server, "CREATE_WINDOW", 2)
+    app, st, tasks = _leader(datastore_spec, n_tasks=5, per_task=2, job_concurrency=1)
+    try:
+        worker = leader_server.LeaderWorker(app, st)
+        ids = sorted(bytes(pt.task.task_id) for pt in tasks)
+        pending = worker.scan()
+        assert pending.new_tasks == ids[:2]
+        far = (time.monotonic() + 3600, st.clock() + 3600)
+        for tid in ids[:3]:
+            worker.create_not_before[tid] = far     # made no job a moment ago
+        started: list[AggregationJobRecord] = []
+
+        def start(jobs: list[AggregationJobRecord]) -> None:
+            started.extend(jobs)
+            for _ in jobs:
+                worker.in_flight.add(asyncio.Future())  # type: ignore[arg-type]
+
+        worker._start_steps = start  # type: ignore[method-assign]
+        assert asyncio.run(worker.create_jobs(pending, step_now=True))
+        # The one slot went to the first task not paused, in the second window.
+        assert [bytes(j.task_id) for j in started] == [ids[3]]
+        assert worker.create_cursor == ids[3]
+        # The next round begins after it, and wraps round to the lowest IDs.
+        worker.in_flight.clear()
+        again = worker.scan()
+        assert again.new_tasks == [ids[4], ids[0]]
+        assert asyncio.run(worker.create_jobs(again, step_now=True))
+        assert [bytes(j.task_id) for j in started] == [ids[3], ids[4]]
     finally:
         _close(app)

@@ -463,10 +463,10 @@ class Transaction(Protocol):
     def release_lease(self, kind: str, key: bytes, holder: bytes) -> None:
         """Give the lease up, if `holder` holds it."""
         ...
-    def tasks_with_new_reports(self, limit: int) -> list[bytes]:
+    def tasks_with_new_reports(self, limit: int, after: bytes | None = None) -> list[bytes]:
         """IDs of the tasks that have reports in state NEW (at most `limit`, in task ID
-        order), from an index: the cost grows with the tasks that have work, not with the
-        tasks or the reports."""
+        order; with `after`, only the IDs greater than it), from an index: the cost grows
+        with the IDs returned, not with the tasks or the reports."""
         ...
     def next_work_due(self, role: str) -> float | None:
         """The earliest time at which background work of `role` becomes due: an active

@@ -1133,19 +1133,21 @@ class PostgresTransaction:
         self._write("DELETE FROM work_leases WHERE kind=%s AND key=%s AND holder=%s",
                        (kind, bytes(key), bytes(holder)))
 
-    def tasks_with_new_reports(self, limit: int) -> list[bytes]:
+    def tasks_with_new_reports(self, limit: int, after: bytes | None = None) -> list[bytes]:
         # A loose index scan of client_reports_new_tasks (a recursive query, evaluated
-        # only as far as the LIMIT asks): one index probe per task with work.
+        # only as far as the LIMIT asks): one index probe per task with work. (An empty
+        # bytea sorts before every task ID: `after` None starts at the first.)
         new = str(ReportState.NEW)
         rows = self.c.execute(
             "WITH RECURSIVE t(task_id) AS ("
-            " (SELECT task_id FROM client_reports WHERE state=%s ORDER BY task_id LIMIT 1)"
+            " (SELECT task_id FROM client_reports WHERE state=%s AND task_id>%s"
+            " ORDER BY task_id LIMIT 1)"
             " UNION ALL"
             " SELECT (SELECT c.task_id FROM client_reports c WHERE c.state=%s AND"
             " c.task_id>t.task_id ORDER BY c.task_id LIMIT 1) FROM t"
             " WHERE t.task_id IS NOT NULL)"
             " SELECT task_id FROM t WHERE task_id IS NOT NULL LIMIT %s",
-            (new, new, max(0, limit))).fetchall()
+            (new, b"" if after is None else bytes(after), new, max(0, limit))).fetchall()
         return [bytes(row[0]) for row in rows]
 
     def _min(self, sql: str, args: Sequence[Any]) -> float | None:

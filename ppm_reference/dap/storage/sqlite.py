@@ -763,17 +763,19 @@ class SqliteTransaction:
         self.c.execute("DELETE FROM work_leases WHERE kind=? AND key=? AND holder=?",
                        (kind, bytes(key), bytes(holder)))
 
-    def tasks_with_new_reports(self, limit: int) -> list[bytes]:
+    def tasks_with_new_reports(self, limit: int, after: bytes | None = None) -> list[bytes]:
         # A loose index scan of client_reports_new_tasks: one probe per task with work, in
         # one statement (a recursive query, evaluated only as far as the LIMIT asks).
+        # (An empty blob sorts before every task ID: `after` None starts at the first.)
         rows = self.c.execute(
             "WITH RECURSIVE t(task_id) AS ("
-            " SELECT MIN(task_id) FROM client_reports WHERE state=?1"
+            " SELECT MIN(task_id) FROM client_reports WHERE state=?1 AND task_id>?3"
             " UNION ALL"
             " SELECT (SELECT MIN(c.task_id) FROM client_reports c WHERE c.state=?1 AND"
             " c.task_id>t.task_id) FROM t WHERE t.task_id IS NOT NULL)"
             " SELECT task_id FROM t WHERE task_id IS NOT NULL LIMIT ?2",
-            (ReportState.NEW, max(0, limit))).fetchall()
+            (ReportState.NEW, max(0, limit), b"" if after is None else bytes(after))
+        ).fetchall()
         return [bytes(row[0]) for row in rows]
 
     def next_work_due(self, role: str) -> float | None:
