@@ -431,3 +431,44 @@ def test_scan_reads_a_window_and_creation_reads_on(datastore_spec: Callable[[str
         assert [bytes(j.task_id) for j in started] == [ids[3], ids[4]]
     finally:
         _close(app)
+
+
+class _Notifier:
+    """A datastore's WorkNotifier hooks, recorded (dap.server.scheduling)."""
+
+    def __init__(self) -> None:
+        self.sent: list[tuple[str, set[bytes] | None]] = []
+        self.listener: Any = None
+
+    def notify_work(self, role: str, task_ids: Any = None) -> None:
+        self.sent.append((role, None if task_ids is None else set(task_ids)))
+
+    def listen_work(self, role: str, callback: Any, own: bool = True) -> None:
+        self.listener = callback
+
+
+def test_work_event_sends_and_receives_the_tasks_of_its_news() -> None:
+    """Other processes hear which tasks the news is about (so that their drivers look
+    again only at those tasks' job creation), and news from them names its tasks the
+    same way, or none."""
+
+    async def run() -> None:
+        notifier = _Notifier()
+        event = WorkEvent(notifier)
+        event.set(iter([b"a", b"b"]))       # (an iterator: read once)
+        event.set()
+        assert notifier.sent == [("leader", {b"a", b"b"}), ("leader", None)]
+        assert event.take_news_tasks() is None
+        event.listen(notifier)
+        event.clear()
+        notifier.listener({b"c"})           # from the listener's thread
+        await asyncio.wait_for(event.wait(), 5)
+        notifier.listener({b"d"})
+        await asyncio.sleep(0.01)
+        assert event.news == 4 and event.take_news_tasks() == {b"c", b"d"}
+        notifier.listener(None)
+        await asyncio.sleep(0.01)
+        assert event.take_news_tasks() is None
+        assert len(notifier.sent) == 2      # received news is not sent on
+
+    asyncio.run(run())

@@ -576,11 +576,13 @@ def test_work_notifications_wake_other_processes_of_the_same_schema(own_db: PgDa
     stores = [open_datastore(u, key_from_env=False) for u in (url, url, other_url, url)]
     listener, sender, other_schema, helper_listener = stores
     got: dict[str, list[int]] = {"leader": [], "other": [], "helper": []}
+    named: dict[str, list[set[bytes] | None]] = {name: [] for name in got}
     events = {name: threading.Event() for name in got}
 
     def on(name: str) -> Any:
-        def callback() -> None:
+        def callback(task_ids: set[bytes] | None) -> None:
             got[name].append(len(got["leader"]) + len(got["other"]) + len(got["helper"]))
+            named[name].append(task_ids)
             events[name].set()
         return callback
 
@@ -599,6 +601,17 @@ def test_work_notifications_wake_other_processes_of_the_same_schema(own_db: PgDa
         # Each listener woke first for its own notification, none for the others'.
         assert len(got["leader"]) == 1 and len(got["helper"]) == 1
         assert got["other"][0] == 2
+        assert named["leader"] == [None] and named["helper"] == [None]
+        # News of a few tasks names them (a driver then looks again only at those);
+        # of more than NOTIFY_MAX_TASKS, none (any task).
+        from ppm_reference.dap.storage import postgres
+        few = {bytes([i]) * 32 for i in range(3)}
+        many = {i.to_bytes(32, "big") for i in range(postgres.NOTIFY_MAX_TASKS + 1)}
+        for ids, want in ((few, few), (many, None)):
+            events["leader"].clear()
+            sender.notify_work("leader", ids)                       # type: ignore[attr-defined]
+            assert events["leader"].wait(20)
+            assert named["leader"][-1] == want
     finally:
         for ds in stores:
             ds.close()

@@ -652,12 +652,14 @@ class LeaderWorker:
     def news_arrived(self) -> None:
         """Woken by news (an upload, a collection job; not the end of a step): new
         reports may have come for the tasks that made no job, which are looked at again
-        at the next pass: the tasks the news named when they all came from this process
-        (an upload into one task does not make another's job: with many tasks, looking
-        at every paused one after each upload was a write transaction per task, most
-        of them making nothing), else all. Not those waiting for their running step
-        (job fill): the step's end brings them back, and looking at them at every upload
-        would read their reports again and again."""
+        at the next pass: the tasks the news named when every piece of it named its
+        tasks (this process's uploads and collection jobs; another process's
+        notification when it names them, see WorkNotifier), else all. (An upload into
+        one task does not make another's job: with many tasks, looking at every paused
+        one after each upload was a write transaction per task, most making nothing.)
+        Not those waiting for their running step (job fill): the step's end brings them
+        back, and looking at them at every upload would read their reports again and
+        again."""
         named = self.app[WAKE_KEY].take_news_tasks()
         self.create_not_before = {t: v for t, v in self.create_not_before.items()
                                   if t in self.filling or (named is not None

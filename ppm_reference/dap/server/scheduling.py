@@ -50,12 +50,15 @@ class WorkNotifier(Protocol):
     PostgreSQL's NOTIFY / LISTEN). Without them drivers poll every
     `work_poll_interval` seconds."""
 
-    def notify_work(self, role: str) -> None:
-        """Work for `role`'s drivers was stored (an upload, a collection job)."""
+    def notify_work(self, role: str, task_ids: Iterable[bytes] | None = None) -> None:
+        """Work for `role`'s drivers was stored (an upload, a collection job), for the
+        tasks `task_ids` (None: for any task)."""
 
-    def listen_work(self, role: str, callback: Callable[[], None], own: bool = True) -> None:
-        """Call `callback` (from any thread) whenever `notify_work(role)` is called by
-        any process; not for this datastore's own notifications unless `own`."""
+    def listen_work(self, role: str, callback: Callable[[builtins.set[bytes] | None], None],
+                    own: bool = True) -> None:
+        """Call `callback` (from any thread) with the task IDs of the news (None: any
+        task) whenever `notify_work(role)` is called by any process; not for this
+        datastore's own notifications unless `own`."""
 
 
 class WorkEvent(asyncio.Event):
@@ -72,22 +75,26 @@ class WorkEvent(asyncio.Event):
         # one of its own steps) knows that nobody stored work since it looked.
         self.news = 0
         # The tasks the news since the last `take_news_tasks` was about; None: news of
-        # any task (a notification from another process, or a `set()` naming none).
+        # any task (a `set()`, or another process's notification, naming none).
         self._news_tasks: builtins.set[bytes] | None = set()
 
     def set(self, task_ids: Iterable[bytes] | None = None) -> None:
         """News: work was stored, for `task_ids` (None: for any task)."""
-        self.news += 1
-        if task_ids is None:
-            self._news_tasks = None
-        elif self._news_tasks is not None:
-            self._news_tasks.update(bytes(t) for t in task_ids)
-        super().set()
+        named = None if task_ids is None else {bytes(t) for t in task_ids}
+        self._note(named)
         if self._notify is not None:
             try:
-                self._notify(self._role)
+                self._notify(self._role, named)
             except Exception:  # noqa: BLE001 - a lost notification only costs a poll
                 log.exception("work notification failed")
+
+    def _note(self, named: builtins.set[bytes] | None) -> None:
+        self.news += 1
+        if named is None:
+            self._news_tasks = None
+        elif self._news_tasks is not None:
+            self._news_tasks.update(named)
+        super().set()
 
     def take_news_tasks(self) -> builtins.set[bytes] | None:
         """The tasks that the news since the last call named (None: any task may have
@@ -101,13 +108,10 @@ class WorkEvent(asyncio.Event):
             return
         loop = asyncio.get_running_loop()
 
-        def noted() -> None:
-            self.news += 1
-            self._news_tasks = None  # another process's news does not name its tasks
-            super(WorkEvent, self).set()
-
-        def wake() -> None:
-            loop.call_soon_threadsafe(noted)
+        def wake(task_ids: builtins.set[bytes] | None) -> None:
+            # (Another process's news names its tasks when they are few: see the
+            # datastore's notify_work.)
+            loop.call_soon_threadsafe(self._note, task_ids)
 
         # Not woken again by the echo of this process's own notifications (its handlers
         # set this event already): a pass of the worker saved per upload.

@@ -73,7 +73,7 @@ import re
 import struct
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import fields
 from typing import Any, TypeVar
@@ -240,6 +240,9 @@ _TRANSACTION_LOCK = 0x70706D5F7478
 _UPLOAD_GUARD = 0x70706D75
 _BEGIN_READ = "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"
 _BEGIN_UNLOCKED = "BEGIN ISOLATION LEVEL READ COMMITTED"  # (`upload_transaction`)
+# Task IDs named in a work notification at most (hex, 65 bytes each: the payload stays
+# under PostgreSQL's 8,000 bytes); news of more tasks names none (any task).
+NOTIFY_MAX_TASKS = 100
 _IDLE = psycopg.pq.TransactionStatus.IDLE
 _INTRANS = psycopg.pq.TransactionStatus.INTRANS
 
@@ -1448,7 +1451,8 @@ class PostgresDatastore:
         self._closed = False
         self._lock = threading.Lock()
         self._notify_wake = threading.Condition(self._lock)
-        self._notify_roles: set[str] = set()
+        # Per role, the tasks of the news to send (None: any task).
+        self._notify_roles: dict[str, set[bytes] | None] = {}
         self._notifier: threading.Thread | None = None
         self._listeners: list[tuple[threading.Thread, threading.Event]] = []
         # The server process of this datastore's notifying connection (listen_work(own=)).
@@ -1647,7 +1651,11 @@ class PostgresDatastore:
     # -- work notifications (dap.server.scheduling.WorkNotifier): NOTIFY / LISTEN --------
     #
     # Channel "ppm_work_<role>", payload the schema (current_schema()): Aggregators
-    # sharing one database in different schemas do not wake each other. Each side has a
+    # sharing one database in different schemas do not wake each other. Then, space
+    # separated, the hex IDs of the tasks the news is about (at most NOTIFY_MAX_TASKS;
+    # none: any task), so that a driver looks again only at those tasks' job creation.
+    # (A listener of an older version, which compares the whole payload with its schema,
+    # ignores such a notification and polls instead.) Each side has a
     # connection of its own (not the pool's: a LISTEN outlives transactions) and a
     # thread: `notify_work` is called by request handlers on an event loop, so it only
     # queues the role; a notification lost (a lost connection) costs the listener one
@@ -1657,12 +1665,19 @@ class PostgresDatastore:
     def _side_connect(self) -> psycopg.Connection[Any]:
         return psycopg.connect(self.url, autocommit=True, connect_timeout=10)
 
-    def notify_work(self, role: str) -> None:
-        """Wake `role`'s drivers in every process listening on this datastore."""
+    def notify_work(self, role: str, task_ids: Iterable[bytes] | None = None) -> None:
+        """Wake `role`'s drivers in every process listening on this datastore, with news
+        of `task_ids` (None: of any task)."""
         with self._lock:
             if self._closed:
                 return
-            self._notify_roles.add(role)
+            if task_ids is None or role in self._notify_roles \
+                    and self._notify_roles[role] is None:
+                self._notify_roles[role] = None
+            else:
+                named = self._notify_roles.setdefault(role, set())
+                assert named is not None
+                named.update(bytes(t) for t in task_ids)
             if self._notifier is None:
                 self._notifier = threading.Thread(target=self._notify_loop, daemon=True,
                                                   name="ppm-pg-notify")
@@ -1678,14 +1693,16 @@ class PostgresDatastore:
                         self._notify_wake.wait()
                     if self._closed:
                         return
-                    roles, self._notify_roles = self._notify_roles, set()
+                    roles, self._notify_roles = self._notify_roles, {}
                 try:
                     if conn is None or conn.closed:
                         conn = self._side_connect()
                         self._notifier_pid = conn.info.backend_pid
-                    for role in sorted(roles):
-                        conn.execute("SELECT pg_notify(%s, current_schema())",
-                                     (_channel(role),))
+                    for role, named in sorted(roles.items()):
+                        names = "" if named is None or len(named) > NOTIFY_MAX_TASKS \
+                            else "".join(" " + t.hex() for t in sorted(named))
+                        conn.execute("SELECT pg_notify(%s, current_schema() || %s)",
+                                     (_channel(role), names))
                 except psycopg.Error as exc:
                     log.warning("work notification lost: %s", _one_line(exc))
                     if conn is not None:
@@ -1696,10 +1713,12 @@ class PostgresDatastore:
             if conn is not None:
                 conn.close()
 
-    def listen_work(self, role: str, callback: Callable[[], None], own: bool = True) -> None:
-        """Call `callback` (from a thread of its own) whenever any process calls
-        `notify_work(role)` on this datastore (same database and schema); not for this
-        datastore's own notifications unless `own`."""
+    def listen_work(self, role: str, callback: Callable[[set[bytes] | None], None],
+                    own: bool = True) -> None:
+        """Call `callback` (from a thread of its own) with the task IDs of the news (None:
+        any task) whenever any process calls `notify_work(role)` on this datastore (same
+        database and schema); not for this datastore's own notifications unless
+        `own`."""
         ready = threading.Event()
         thread = threading.Thread(target=self._listen_loop,
                                   args=(role, callback, ready, own),
@@ -1718,7 +1737,7 @@ class PostgresDatastore:
         return all(ready.wait(max(0.0, deadline - time.monotonic()))
                    for _, ready in list(self._listeners))
 
-    def _listen_loop(self, role: str, callback: Callable[[], None],
+    def _listen_loop(self, role: str, callback: Callable[[set[bytes] | None], None],
                      ready: threading.Event, own: bool) -> None:
         failures = 0
         while not self._closed:
@@ -1728,14 +1747,15 @@ class PostgresDatastore:
                     mine = None if schema is None else schema[0]
                     conn.execute(f'LISTEN "{_channel(role)}"')
                     ready.set()
-                    if failures and not _call(callback):
+                    if failures and not _call(callback, None):
                         return  # (notifications may have been missed meanwhile)
                     failures = 0
                     while not self._closed:
                         for note in conn.notifies(timeout=0.5):
-                            if note.payload == mine \
+                            schema, _, names = note.payload.partition(" ")
+                            if schema == mine \
                                     and (own or note.pid != self._notifier_pid) \
-                                    and not _call(callback):
+                                    and not _call(callback, _task_ids(names)):
                                 return
             except psycopg.Error as exc:
                 if self._closed:
@@ -1755,11 +1775,22 @@ class PostgresDatastore:
                 thread.join(timeout=5)
 
 
-def _call(callback: Callable[[], None]) -> bool:
+def _task_ids(names: str) -> set[bytes] | None:
+    """The task IDs of a notification's payload (after the schema); None (any task)
+    when it names none or does not parse."""
+    try:
+        ids = {bytes.fromhex(name) for name in names.split()}
+    except ValueError:
+        return None
+    return ids or None
+
+
+def _call(callback: Callable[[set[bytes] | None], None], task_ids: set[bytes] | None
+          ) -> bool:
     """Run a listener's callback; False (stop listening) when it fails (e.g. its event
     loop was closed)."""
     try:
-        callback()
+        callback(task_ids)
     except Exception as exc:  # noqa: BLE001 - the listener stops, the datastore goes on
         log.info("work listener stopped: %s", _one_line(exc))
         return False
