@@ -566,6 +566,22 @@ def test_version_1_schema_without_the_lease_tables_gets_them(own_db: PgDatabase)
     open_datastore(url, key_from_env=False).close()  # and again: nothing more to add
 
 
+def test_work_notification_payloads() -> None:
+    """A payload is the schema, then the hex IDs of the news' tasks: matched against the
+    listener's schema as a whole (a quoted schema name may contain spaces)."""
+    from ppm_reference.dap.storage.postgres import _news_of
+    a, b = bytes(range(32)), bytes(32)
+    assert _news_of("s", "s") == (True, None)
+    assert _news_of(f"s {a.hex()} {b.hex()}", "s") == (True, {a, b})
+    assert _news_of(f"my schema {a.hex()}", "my schema") == (True, {a})
+    assert _news_of("my schema", "my schema") == (True, None)
+    assert _news_of(f"my {a.hex()}", "my schema")[0] is False
+    assert _news_of("my schema", "my")[0] is False       # another schema's
+    assert _news_of("s2", "s")[0] is False
+    assert _news_of("s zz", "s")[0] is False             # schema "s zz"'s
+    assert _news_of("", None)[0] is False
+
+
 def test_work_notifications_wake_other_processes_of_the_same_schema(own_db: PgDatabase
                                                                     ) -> None:
     """notify_work / listen_work (dap.server.scheduling.WorkNotifier) by NOTIFY/LISTEN:

@@ -20,7 +20,7 @@ import logging
 import os
 import time
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import aiohttp
@@ -100,7 +100,7 @@ class Sweep:
     `wrapped`: in the second part; `done`: the round is over."""
 
     start: bytes | None
-    after: bytes | None = None
+    after: bytes | None = field(init=False)
     wrapped: bool = False
     done: bool = False
 

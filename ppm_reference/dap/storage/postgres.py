@@ -1671,13 +1671,9 @@ class PostgresDatastore:
         with self._lock:
             if self._closed:
                 return
-            if task_ids is None or role in self._notify_roles \
-                    and self._notify_roles[role] is None:
-                self._notify_roles[role] = None
-            else:
-                named = self._notify_roles.setdefault(role, set())
-                assert named is not None
-                named.update(bytes(t) for t in task_ids)
+            named = self._notify_roles.get(role, set())
+            self._notify_roles[role] = None if task_ids is None or named is None \
+                else named | {bytes(t) for t in task_ids}
             if self._notifier is None:
                 self._notifier = threading.Thread(target=self._notify_loop, daemon=True,
                                                   name="ppm-pg-notify")
@@ -1752,10 +1748,9 @@ class PostgresDatastore:
                     failures = 0
                     while not self._closed:
                         for note in conn.notifies(timeout=0.5):
-                            schema, _, names = note.payload.partition(" ")
-                            if schema == mine \
-                                    and (own or note.pid != self._notifier_pid) \
-                                    and not _call(callback, _task_ids(names)):
+                            ours, task_ids = _news_of(note.payload, mine)
+                            if ours and (own or note.pid != self._notifier_pid) \
+                                    and not _call(callback, task_ids):
                                 return
             except psycopg.Error as exc:
                 if self._closed:
@@ -1775,14 +1770,19 @@ class PostgresDatastore:
                 thread.join(timeout=5)
 
 
-def _task_ids(names: str) -> set[bytes] | None:
-    """The task IDs of a notification's payload (after the schema); None (any task)
-    when it names none or does not parse."""
+def _news_of(payload: str, schema: str | None) -> tuple[bool, set[bytes] | None]:
+    """Whether a work notification's payload is for `schema` (the listener's), and the
+    task IDs it names (None: any task). The payload is the schema, then " " and a hex ID
+    per task. A (quoted) schema name may itself contain spaces: the schema is matched as
+    a whole, and a rest that is not hex IDs is another schema's name ("a b" is not
+    schema "a" naming a task)."""
+    if schema is None or not (payload == schema or payload.startswith(schema + " ")):
+        return False, None
     try:
-        ids = {bytes.fromhex(name) for name in names.split()}
+        ids = {bytes.fromhex(name) for name in payload[len(schema):].split()}
     except ValueError:
-        return None
-    return ids or None
+        return False, None
+    return True, ids or None
 
 
 def _call(callback: Callable[[set[bytes] | None], None], task_ids: set[bytes] | None
