@@ -522,3 +522,112 @@ def test_guard_uploads_of_no_task_or_on_sqlite_is_free(store: Any, backend: str)
         tx.guard_uploads([OTHER, TID])
         assert tx.put_client_reports([ClientReportRecord(TID, _rid(1), 1, b"r",
                                                          created_at=1.0)])
+
+
+_IDS = st.integers(0, 12)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_batch_writes_are_the_one_report_writes(store: Any, backend: str) -> None:
+    """A property: for random batches (report IDs repeated within a batch and already
+    stored, two tasks interleaved, verify states kept or cleared), put_client_reports,
+    mark_reports_aggregated, update_report_aggregations and set_report_states store and
+    return what the one-report operations applied in order store and return. SQLite's
+    are set-based (one statement per chunk, not per report or per row returned)."""
+    counter = iter(range(10**6))
+
+    @settings(max_examples=40, deadline=None,
+              suppress_health_check=[HealthCheck.function_scoped_fixture])
+    @given(before=st.lists(_IDS, max_size=5),
+           batch=st.lists(st.tuples(st.integers(0, 1), _IDS, st.binary(max_size=3)),
+                          max_size=12),
+           marked=st.lists(_IDS, max_size=4),
+           marks=st.lists(st.tuples(_IDS, st.none() | st.integers(0, 2**64 - 1)),
+                          max_size=10),
+           updates=st.lists(st.tuples(st.integers(0, 5), st.sampled_from(
+               list(ReportAggregationState)), st.none() | st.binary(max_size=3),
+               st.none() | st.integers(0, 9)), max_size=6, unique_by=lambda u: u[0]),
+           states=st.lists(_IDS, max_size=8))
+    def check(before: list[int], batch: list[tuple[int, int, bytes]], marked: list[int],
+              marks: list[tuple[int, int | None]],
+              updates: list[tuple[int, ReportAggregationState, bytes | None, int | None]],
+              states: list[int]) -> None:
+        n = next(counter)
+        # Tasks (a pair for the batch operations, a pair for the one-report ones).
+        batch_tasks = [(4 * n + k).to_bytes(32, "big") for k in (0, 1)]
+        one_tasks = [(4 * n + k).to_bytes(32, "big") for k in (2, 3)]
+        job = b"j" * 16
+        outcome = []
+        for tasks, batched in ((batch_tasks, True), (one_tasks, False)):
+            with store.transaction() as tx:
+                for i in before:
+                    tx.put_client_report(ClientReportRecord(tasks[0], _rid(i), 1, b"old",
+                                                            created_at=1.0))
+                for i in marked:
+                    tx.mark_report_aggregated(tasks[0], _rid(i), 3)
+                tx.put_report_aggregations([ReportAggregationRecord(
+                    tasks[0], job, o, _rid(o), 10 + o, ReportAggregationState.ACTIVE,
+                    b"v%d" % o, min_batch_bound=o) for o in range(6)])
+            records = [ClientReportRecord(tasks[t], _rid(i), 2, body, created_at=2.0)
+                       for t, i, body in batch]
+            ras = [ReportAggregationRecord(tasks[0], job, o, _rid(o), 10 + o, state, vs,
+                                           err, min_batch_bound=o)
+                   for o, state, vs, err in updates]
+            with store.transaction() as tx:
+                if batched:
+                    stored = tx.put_client_reports(records)
+                    got_marks = tx.mark_reports_aggregated(
+                        tasks[0], [(_rid(i), t) for i, t in marks])
+                    tx.update_report_aggregations(ras)
+                    tx.set_report_states(tasks[0], [_rid(i) for i in states],
+                                         ReportState.IN_JOB, job)
+                else:
+                    stored = {(bytes(r.task_id), bytes(r.report_id)) for r in records
+                              if tx.put_client_report(r)}
+                    got_marks = {_rid(i) for i, t in marks
+                                 if tx.mark_report_aggregated(tasks[0], _rid(i), t)}
+                    for ra in ras:
+                        tx.update_report_aggregation(ra)
+                    for i in states:
+                        tx.set_report_states(tasks[0], [_rid(i)], ReportState.IN_JOB, job)
+            ids = [_rid(i) for i in range(13)]
+            with store.transaction() as tx:
+                reports = [sorted((bytes(r.report_id), r.time, r.report, r.state,
+                                   r.aggregation_job_id)
+                                  for r in tx.get_client_reports(t, ids)) for t in tasks]
+                aggs = [(r.ord, r.state, r.verify_state, r.error, r.time, r.min_batch_bound)
+                        for r in tx.get_report_aggregations(tasks[0], job)]
+                replay = tx.aggregated_among(tasks[0], ids)
+            index = {t: k for k, t in enumerate(tasks)}
+            outcome.append(({(index[t], r) for t, r in stored}, got_marks, reports, aggs,
+                            replay))
+        assert outcome[0] == outcome[1]
+
+    check()
+
+
+def test_sqlite_update_without_update_from(tmp_path: Any,
+                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """An SQLite older than 3.33 (no UPDATE ... FROM): update_report_aggregations falls
+    back to a statement per record, with the same result."""
+    from ppm_reference.dap.storage import sqlite as sqlite_store
+
+    monkeypatch.setattr(sqlite_store, "_UPDATE_FROM", False)
+    ds = sqlite_store.SqliteDatastore(tmp_path / "ds.sqlite", synchronous="OFF")
+    try:
+        job = b"j" * 16
+        records = [ReportAggregationRecord(TID, job, o, _rid(o), 10 + o,
+                                           ReportAggregationState.ACTIVE, b"v%d" % o)
+                   for o in range(3)]
+        with ds.transaction() as tx:
+            tx.put_report_aggregations(records)
+            records[1].state, records[1].verify_state, records[1].error = \
+                ReportAggregationState.REJECTED, None, 4
+            tx.update_report_aggregations([records[1]])
+            got = [(r.ord, r.state, r.verify_state, r.error)
+                   for r in tx.get_report_aggregations(TID, job)]
+        assert got == [(0, ReportAggregationState.ACTIVE, b"v0", None),
+                       (1, ReportAggregationState.REJECTED, None, 4),
+                       (2, ReportAggregationState.ACTIVE, b"v2", None)]
+    finally:
+        ds.close()
