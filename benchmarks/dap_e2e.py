@@ -244,8 +244,10 @@ class Server:
     def start(self) -> None:
         cmd = [sys.executable]
         if PY_SPY_DIR is not None:
-            # PY_SPY_EXTRA: more py-spy options (e.g. --gil: only the thread holding it).
-            cmd = [str(Path(sys.executable).parent / "py-spy"), "record", "--rate", "200",
+            # PY_SPY_EXTRA: more py-spy options (e.g. --gil: only the thread holding it);
+            # PY_SPY_RATE: samples per second (200).
+            cmd = [str(Path(sys.executable).parent / "py-spy"), "record", "--rate",
+                   os.environ.get("PY_SPY_RATE", "200"),
                    *os.environ.get("PY_SPY_EXTRA", "").split(),
                    "--threads", "--subprocesses", "--format", "raw", "-o",
                    str(PY_SPY_DIR / f"{self.name}.txt"), "--", sys.executable]
