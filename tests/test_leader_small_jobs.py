@@ -284,6 +284,42 @@ def test_news_brings_back_only_the_tasks_it_names(datastore_spec: Callable[[str]
         _close(app)
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_news_leaves_a_task_another_process_is_creating_for(
+        datastore_spec: Callable[[str], str], backend: str) -> None:
+    """A task whose creation lease another process holds (it is making the task's jobs)
+    is paused, and news does not bring it back, named or not (with several drivers,
+    every upload's notification brought it back in each other driver, for a write
+    transaction that found the lease taken); once the pause ends it is looked at again,
+    and with the lease free its job is made."""
+    app, st, tasks = _leader(datastore_spec, n_tasks=1, per_task=2, min_job_size=1,
+                             work_poll_interval=0.5)
+    tid = bytes(tasks[0].task.task_id)
+    try:
+        with st.datastore.transaction() as tx:
+            assert tx.try_lease(leader_server.CREATE_JOBS, tid, b"another process",
+                                st.clock(), 60.0)
+        worker = leader_server.LeaderWorker(app, st)
+        assert not asyncio.run(worker.create_jobs())
+        assert tid in worker.create_not_before
+        wake = app[leader_server.WAKE_KEY]
+        for news in ([tid], None):
+            wake.set(news)
+            worker.news_arrived()
+            assert tid in worker.create_not_before       # still paused
+        assert worker.held_elsewhere == {tid}
+        with st.datastore.transaction() as tx:
+            tx.release_lease(leader_server.CREATE_JOBS, tid, b"another process")
+        assert not asyncio.run(worker.create_jobs())     # paused: not looked at
+        assert _jobs_by_task(st) == {}
+        worker.create_not_before[tid] = (time.monotonic() - 1, st.clock() - 1)  # ended
+        assert asyncio.run(worker.create_jobs())
+        assert _jobs_by_task(st) == {tid: 1}
+        assert not worker.held_elsewhere
+    finally:
+        _close(app)
+
+
 def _jobs_by_task(st: Any) -> dict[bytes, int]:
     with st.datastore.transaction() as tx:
         jobs = tx.acquire_aggregation_jobs("leader", st.clock(), 60.0, 100)
