@@ -303,9 +303,11 @@ def test_news_leaves_a_task_another_process_is_creating_for(
         assert not asyncio.run(worker.create_jobs())
         assert tid in worker.create_not_before
         wake = app[leader_server.WAKE_KEY]
-        for news in ([tid], None):
+        for news, work in (([tid], False), (None, True)):
             wake.set(news)
-            worker.news_arrived()
+            # News of this task alone makes no pass; news of any task does (but leaves
+            # this one paused).
+            assert worker.news_arrived() is work
             assert tid in worker.create_not_before       # still paused
         assert worker.held_elsewhere == {tid}
         with st.datastore.transaction() as tx:
@@ -354,8 +356,10 @@ def test_job_fill_waits_for_the_tasks_running_step(datastore_spec: Callable[[str
         # An upload's news brings back the tasks that made no job, not those that wait
         # for their running step.
         worker.create_not_before[b"other"] = (time.monotonic() + 60, st.clock() + 60)
+        app[leader_server.WAKE_KEY].set([busy])  # an upload into the waiting task alone:
+        assert worker.news_arrived() is not waits  # no pass for it
         app[leader_server.WAKE_KEY].set([b"other", busy])  # uploads into both
-        worker.news_arrived()
+        assert worker.news_arrived()
         assert set(worker.create_not_before) == ({busy} if waits else set())
         # The step ends: a waiting task is looked at by the next pass, which scans.
         worker._step_ended(busy, None)  # type: ignore[arg-type]

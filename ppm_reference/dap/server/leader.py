@@ -404,11 +404,21 @@ class LeaderWorker:
                         except Exception:  # noqa: BLE001 - the datastore is unavailable
                             log.exception("leader: cannot read the next due time")
                             due = None
-                        woken = await sleep_until_work(wake, self.st.clock(), due,
-                                                       cfg.work_poll_interval,
-                                                       cfg.worker_interval)
-                        if woken and wake.news != news:
-                            self.news_arrived()
+                        # Until due, a wake-up, or the poll; news only of tasks whose
+                        # pause it does not end (see news_arrived) makes no pass: every
+                        # upload into a task whose job is being made or stepped woke the
+                        # worker for a scan that found nothing to do (with 2 drivers and
+                        # one-report uploads, about 500 scans in 5 s, 10 % of the Leader's
+                        # CPU on PostgreSQL).
+                        poll_at = self.st.clock() + cfg.work_poll_interval
+                        while True:
+                            now = self.st.clock()
+                            woken = await sleep_until_work(wake, now, due,
+                                                           max(0.0, poll_at - now),
+                                                           cfg.worker_interval)
+                            if not woken or wake.news == news or self.news_arrived():
+                                break
+                            news = wake.news  # heard; nothing it names can be done now
                     else:
                         woken = False
                         await asyncio.sleep(0)
@@ -659,7 +669,7 @@ class LeaderWorker:
             step.add_done_callback(self.in_flight.discard)
             step.add_done_callback(functools.partial(self._step_ended, tid))
 
-    def news_arrived(self) -> None:
+    def news_arrived(self) -> bool:
         """Woken by news (an upload, a collection job; not the end of a step): new
         reports may have come for the tasks that made no job, which are looked at again
         at the next pass: the tasks the news named when every piece of it named its
@@ -671,11 +681,23 @@ class LeaderWorker:
         back, and looking at them at every upload would read their reports again and
         again. Nor those whose creation another process held (`held_elsewhere`): they
         are looked at again when their pause ends (a process that dies holding the lease
-        loses it after job_lease)."""
+        loses it after job_lease).
+
+        Returns whether the news may make work now: False when it named only tasks that
+        stay paused for those reasons (the worker then makes no pass for it; a collection
+        job among that news is taken by the pass that follows the step's end, or the
+        pause's)."""
         named = self.app[WAKE_KEY].take_news_tasks()
         self.create_not_before = {t: v for t, v in self.create_not_before.items()
                                   if t in self.filling or t in self.held_elsewhere
                                   or (named is not None and t not in named)}
+        if not named:
+            return True  # news of any task (or of none named: as before, a pass)
+        mono, now = time.monotonic(), self.st.clock()
+        return any(t not in self.filling and t not in self.held_elsewhere
+                   or not (t in self.create_not_before
+                           and self.create_not_before[t][0] > mono
+                           and self.create_not_before[t][1] > now) for t in named)
 
     def _step_ended(self, task_id: bytes, _step: asyncio.Task[None]) -> None:
         left = self.stepping.get(task_id, 1) - 1
