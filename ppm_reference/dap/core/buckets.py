@@ -179,8 +179,8 @@ def commit_output_shares(tx: Transaction, task: AggregatorTask, agg_param: bytes
     if shares:
         memo.prefetch(tx, task, [s.time for s in shares], [s.bucket for s in shares])
     for share in shares:
-        # Without an aggregation parameter the replay check is the marking below (its
-        # INSERT ... ON CONFLICT says which reports were aggregated already): it comes
+        # Without an aggregation parameter the replay check is the marking below (it says
+        # which reports were aggregated already, in one statement or two): it comes
         # last in `commit_error` too, so the errors are the same, and a job's reports
         # are not looked up once more (a statement over every report of the job, in the
         # transaction).

@@ -29,7 +29,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 
 class StorageError(Exception):
@@ -502,6 +502,10 @@ class Datastore(Protocol):
     def close(self) -> None: ...
 
 
-def iter_chunks(items: list[bytes], size: int = 500) -> Iterator[list[bytes]]:
+_Item = TypeVar("_Item")
+
+
+def iter_chunks(items: Sequence[_Item], size: int = 500) -> Iterator[Sequence[_Item]]:
+    """`items` in slices of at most `size` (a statement's bound parameters are limited)."""
     for i in range(0, len(items), size):
         yield items[i : i + size]

@@ -484,8 +484,8 @@ class LeaderWorker:
             task_ids = task_ids[cut:] + task_ids[:cut]
         failing = pending.task_work
         mono = time.monotonic()
-        self.create_not_before = {t: (m, c) for t, (m, c) in self.create_not_before.items()
-                                  if m > mono and c > now}
+        self.create_not_before = {t: v for t, v in self.create_not_before.items()
+                                  if self._paused(t, mono, now)}
         self.held_elsewhere.intersection_update(self.create_not_before)
         sweep = pending.sweep
 
@@ -689,15 +689,22 @@ class LeaderWorker:
         pause's)."""
         named = self.app[WAKE_KEY].take_news_tasks()
         self.create_not_before = {t: v for t, v in self.create_not_before.items()
-                                  if t in self.filling or t in self.held_elsewhere
+                                  if self._news_proof(t)
                                   or (named is not None and t not in named)}
         if not named:
             return True  # news of any task (or of none named: as before, a pass)
         mono, now = time.monotonic(), self.st.clock()
-        return any(t not in self.filling and t not in self.held_elsewhere
-                   or not (t in self.create_not_before
-                           and self.create_not_before[t][0] > mono
-                           and self.create_not_before[t][1] > now) for t in named)
+        return not all(self._news_proof(t) and self._paused(t, mono, now) for t in named)
+
+    def _news_proof(self, task_id: bytes) -> bool:
+        """Whether news leaves the task's pause alone (see `news_arrived`)."""
+        return task_id in self.filling or task_id in self.held_elsewhere
+
+    def _paused(self, task_id: bytes, mono: float, now: float) -> bool:
+        """Whether the task's pause (`create_not_before`) runs at `mono`
+        (time.monotonic()) and `now` (the clock): it ends when either has passed."""
+        pause = self.create_not_before.get(task_id)
+        return pause is not None and pause[0] > mono and pause[1] > now
 
     def _step_ended(self, task_id: bytes, _step: asyncio.Task[None]) -> None:
         left = self.stepping.get(task_id, 1) - 1

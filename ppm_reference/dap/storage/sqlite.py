@@ -283,8 +283,8 @@ class SqliteTransaction:
     def put_client_reports(self, reports: Sequence[ClientReportRecord]
                            ) -> set[tuple[bytes, bytes]]:
         # A statement per report cost a tenth of an upload's commit in Python calls; one
-        # INSERT ... RETURNING per chunk still stepped once per report (see
-        # _UPDATE_FROM).
+        # INSERT ... RETURNING per chunk still stepped once per report (see the note on
+        # set-based statements above _UPDATE_FROM).
         now = time.time()
         for r in reports:
             if not r.created_at:
@@ -293,7 +293,7 @@ class SqliteTransaction:
         # (the first of a pair repeated in `reports`), in one statement per chunk. The
         # transaction holds the write lock: nothing is stored in between.
         keys = [(bytes(r.task_id), bytes(r.report_id)) for r in reports]
-        taken = self._stored_keys("client_reports", keys)
+        taken = self._stored_report_keys(keys)
         rows = []
         inserted: set[tuple[bytes, bytes]] = set()
         for key, r in zip(keys, reports, strict=True):
@@ -304,24 +304,23 @@ class SqliteTransaction:
         self._insert_many("INSERT INTO client_reports VALUES", rows)
         return inserted
 
-    def _stored_keys(self, table: str, keys: Sequence[tuple[bytes, bytes]]
-                     ) -> set[tuple[bytes, bytes]]:
-        """Which (task_id, report_id) of `keys` `table` holds: a join with the keys (a
-        search of the primary key each; `(a, b) IN (VALUES ...)` would scan the table)."""
+    def _stored_report_keys(self, keys: Sequence[tuple[bytes, bytes]]
+                            ) -> set[tuple[bytes, bytes]]:
+        """Which (task_id, report_id) of `keys` client_reports holds: a join with the
+        keys (a search of the primary key each; `(a, b) IN (VALUES ...)` would scan the
+        table)."""
         out: set[tuple[bytes, bytes]] = set()
-        for i in range(0, len(keys), _ROWS_PER_INSERT):
-            chunk = keys[i:i + _ROWS_PER_INSERT]
+        for chunk in iter_chunks(keys, _ROWS_PER_INSERT):
             out.update(self.c.execute(
                 f"WITH k(t, r) AS (VALUES {','.join(['(?,?)'] * len(chunk))}) "
-                f"SELECT x.task_id, x.report_id FROM k JOIN {table} x "
+                "SELECT x.task_id, x.report_id FROM k JOIN client_reports x "
                 "ON x.task_id = k.t AND x.report_id = k.r",
                 [v for key in chunk for v in key]))
         return out
 
     def _insert_many(self, insert: str, rows: Sequence[tuple[Any, ...]]) -> None:
         """`insert` VALUES (one group per row), one statement per _ROWS_PER_INSERT rows."""
-        for i in range(0, len(rows), _ROWS_PER_INSERT):
-            chunk = rows[i:i + _ROWS_PER_INSERT]
+        for chunk in iter_chunks(rows, _ROWS_PER_INSERT):
             group = "(" + ",".join("?" * len(chunk[0])) + ")"
             self.c.execute(f"{insert} {','.join([group] * len(chunk))}",
                            [v for row in chunk for v in row])
@@ -478,8 +477,7 @@ class SqliteTransaction:
                 "UPDATE report_aggregations SET state=?4, verify_state=?5, error=?6 "
                 "WHERE task_id=?1 AND job_id=?2 AND ord=?3", rows)
             return
-        for i in range(0, len(rows), _ROWS_PER_INSERT):
-            chunk = rows[i:i + _ROWS_PER_INSERT]
+        for chunk in iter_chunks(rows, _ROWS_PER_INSERT):
             self.c.execute(
                 "WITH u(task_id, job_id, ord, state, verify_state, error) AS (VALUES "
                 f"{','.join(['(?,?,?,?,?,?)'] * len(chunk))}) UPDATE report_aggregations "
