@@ -667,6 +667,9 @@ def main() -> None:
                         "default 3)")
     parser.add_argument("--job-fill", choices=("on", "off"), default="on",
                         help="the Leader's job_fill (on: the default)")
+    parser.add_argument("--event-loop", choices=("auto", "uvloop", "asyncio"), default=None,
+                        help="both servers' event_loop (default: theirs, auto: uvloop "
+                        "where installed)")
     parser.add_argument("--uploads", default="bulk,single",
                         help="comma-separated, of bulk, single (both: bulk,single)")
     parser.add_argument("--tasks", default="1,100,1000", help="comma-separated task counts")
@@ -693,6 +696,8 @@ def main() -> None:
     LEADER_CONFIG["job_fill"] = args.job_fill == "on"
     if args.job_concurrency is not None:
         LEADER_CONFIG["job_concurrency"] = args.job_concurrency
+    if args.event_loop is not None:
+        LEADER_CONFIG["event_loop"] = HELPER_CONFIG["event_loop"] = args.event_loop
     if args.max_job_size is not None:
         LEADER_CONFIG["max_job_size"] = args.max_job_size
         LEADER_CONFIG["min_job_size"] = min(LEADER_CONFIG["min_job_size"], args.max_job_size)

@@ -335,6 +335,8 @@ def test_demo_bars_fit_the_terminal(monkeypatch: pytest.MonkeyPatch, tmp_path: P
      "async_helper must be true or false"),
     ({"role": "leader", "datastore": "x.sqlite", "listen_port": 70000}, "0..65535"),
     ({"role": "leader", "datastore": "x.sqlite", "frobnicate": 1}, "unknown configuration"),
+    ({"role": "leader", "datastore": "x.sqlite", "event_loop": "libuv"},
+     'event_loop must be one of auto, uvloop, asyncio, not "libuv"'),
     ([1, 2], "must be a JSON object"),
 ])
 def test_server_config_types(config: Any, message: str, tmp_path: Path,
@@ -344,6 +346,40 @@ def test_server_config_types(config: Any, message: str, tmp_path: Path,
     for role in ("leader",):
         assert main([role, "--config", str(path), "--check"]) == 2
         assert message in one_line(capsys)
+
+
+def test_event_loop_without_uvloop(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where uvloop is not installed, "auto" is asyncio's loop and "uvloop" a clear
+    configuration error; where it is, "auto" is uvloop."""
+    from ppm_reference.dap.server import serving
+
+    assert serving.event_loop_name("asyncio") == "asyncio"
+    if serving.uvloop_installed():
+        assert serving.event_loop_name("auto") == serving.event_loop_name("uvloop") == "uvloop"
+    monkeypatch.setattr(serving, "uvloop_installed", lambda: False)
+    assert serving.event_loop_name("auto") == "asyncio"
+    path = tmp_path / "c.json"
+    path.write_text(json.dumps({"role": "leader", "datastore": "x.sqlite",
+                                "event_loop": "uvloop"}))
+    assert main(["leader", "--config", str(path), "--check"]) == 2
+    assert 'event_loop "uvloop": the uvloop package is not installed' in one_line(capsys)
+    assert not (tmp_path / "x.sqlite").exists()
+
+
+def test_run_loop_runs_on_the_named_loop() -> None:
+    from ppm_reference.dap.server.serving import run_loop
+
+    seen: list[str] = []
+
+    async def main() -> None:
+        seen.append(type(asyncio.get_running_loop()).__module__)
+
+    run_loop(main(), "asyncio")
+    assert seen[-1].startswith("asyncio")
+    pytest.importorskip("uvloop", reason="uvloop is not installed")
+    run_loop(main(), "uvloop")
+    assert seen[-1].startswith("uvloop")
 
 
 def test_config_types_come_from_the_dataclass() -> None:

@@ -151,6 +151,28 @@ def test_by_hand_flow(tmp_path: Path, servers: dict[str, Any], profile: str) -> 
     assert proc.returncode != 0 and "batchOverlap" in proc.stderr
 
 
+@pytest.mark.parametrize("event_loop", ["asyncio", "uvloop"])
+def test_servers_on_either_event_loop(tmp_path: Path, event_loop: str) -> None:
+    """`event_loop` picks the servers' loop (asyncio's own, or uvloop, the default where
+    it is installed); the protocol is the same on both: an upload and its collection."""
+    if event_loop == "uvloop":
+        pytest.importorskip("uvloop", reason="uvloop is not installed")
+    with server_processes(tmp_path, event_loop=event_loop) as servers:
+        out = tmp_path / "task"
+        ppm_json("task", "create", "--vdaf", "Prio3Sum", "--max-measurement", "9",
+                 "--min-batch-size", "3", "--leader-config", str(servers["configs"]["leader"]),
+                 "--helper-config", str(servers["configs"]["helper"]), "--out-dir", str(out))
+        servers["start"]()
+        for role in ("leader", "helper"):
+            log = (tmp_path / f"{role}.log").read_text()
+            assert f"(event loop: {event_loop})" in log, log
+        up = ppm_json("upload", "--task", str(out / "client-task.json"), "4", "9", "0", "2")
+        assert up["accepted"] == 4
+        got = ppm_json("collect", "--task", str(out / "collector-task.json"),
+                       "--interval", f"{up['report_time']},3600")
+        assert (got["report_count"], got["result"]) == (4, 15)
+
+
 # ---------------------------------------------------------------------------------------
 # Bad input: a clear message and a non-zero exit code
 # ---------------------------------------------------------------------------------------

@@ -35,6 +35,7 @@ from ppm_reference.dap.server.common import (
 from ppm_reference.dap.server.config import AggregatorConfig, ConfigError
 from ppm_reference.dap.server.scheduling import WorkEvent
 from ppm_reference.dap.server.serving import (
+    event_loop_name,
     handler_args,
     run_without_listener,
     serve_forever,
@@ -211,8 +212,9 @@ def run(config: AggregatorConfig) -> None:
         health = None
         if config.health_port is not None:
             health = (health_app(app), config.listen_host, config.health_port)
-        log.info("%s driver (background work, no listener) started", config.role)
-        run_without_listener(app, health)
+        log.info("%s driver (background work, no listener) started (event loop: %s)",
+                 config.role, event_loop_name(config.event_loop))
+        run_without_listener(app, health, config.event_loop)
         return
     try:
         tls = ssl_context(config.tls_cert, config.tls_key)
@@ -220,11 +222,12 @@ def run(config: AggregatorConfig) -> None:
         raise ConfigError(f"cannot load the TLS certificate and key ({config.tls_cert}, "
                           f"{config.tls_key}): {exc}") from None
     app = build_app(config)
-    log.info("%s %s listening on %s://%s:%d/", config.role,
+    log.info("%s %s listening on %s://%s:%d/ (event loop: %s)", config.role,
              "front end" if config.mode == "frontend" else "(HTTP and background work)",
-             config.scheme, config.listen_host, config.listen_port)
+             config.scheme, config.listen_host, config.listen_port,
+             event_loop_name(config.event_loop))
     serve_forever(app, config.listen_host, config.listen_port, config.limits, tls,
-                  config.reuse_port)
+                  config.reuse_port, config.event_loop)
 
 
 __all__ = ["build_app", "run", "DapProblem"]

@@ -58,6 +58,8 @@ Example (every key but `role` and `datastore` is optional)::
       "tls_cert": "cert.pem", "tls_key": "key.pem",   # serve HTTPS (both or neither)
       "tls_ca_file": "ca.pem",           # also trust this CA for requests to the Helper
       "worker_threads": 4,               # blocking work off the event loop (0: on it)
+      "event_loop": "auto",              # uvloop if installed (auto), "uvloop" (an
+                                         # error if not) or "asyncio"
       "log_level": "INFO",               # DEBUG, INFO, WARNING or ERROR
       "log_format": "text",              # text, or json: one JSON object per line
       "access_log": false,               # one log line per request (logger ppm.access)
@@ -92,7 +94,7 @@ from dataclasses import MISSING, dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
-from ppm_reference.dap.server.serving import HttpLimits, MiB
+from ppm_reference.dap.server.serving import HttpLimits, MiB, event_loop_name
 from ppm_reference.dap.storage import is_datastore_url
 
 # What one process of an Aggregator does (`mode`): HTTP and background work, HTTP only,
@@ -146,6 +148,7 @@ class AggregatorConfig:
     tls_key: str | None = None
     tls_ca_file: str | None = None
     worker_threads: int = 4
+    event_loop: str = "auto"
     log_level: str = "INFO"
     log_format: str = "text"
     access_log: bool = False
@@ -184,6 +187,7 @@ class AggregatorConfig:
                 raise ValueError(f"{name} must be a positive integer")
         if not isinstance(self.worker_threads, int) or self.worker_threads < 0:
             raise ValueError("worker_threads must be a non-negative integer")
+        event_loop_name(self.event_loop)  # a ValueError naming the choices, or uvloop missing
         for name in ("idle_timeout", "body_timeout"):
             value = getattr(self, name)
             if not isinstance(value, int | float) or isinstance(value, bool) or value <= 0:
