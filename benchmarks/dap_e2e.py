@@ -657,6 +657,10 @@ def main() -> None:
     parser.add_argument("--max-job-size", type=int, default=None,
                         help="the Leader's max_job_size (default 500; smaller jobs show "
                              "the fixed cost of a job)")
+    parser.add_argument("--straggler-age", type=float, default=None,
+                        help="the Leader's straggler_age (default 0.5 s here, 2 s in the "
+                        "server's defaults): how long fewer than min_job_size new reports "
+                        "of a task wait before they make a job")
     parser.add_argument("--repeat", type=int, default=1,
                         help="run every row N times, in rounds (each round runs every row "
                         "once, so the machine's drift touches SQLite and PostgreSQL "
@@ -696,6 +700,8 @@ def main() -> None:
     LEADER_CONFIG["job_fill"] = args.job_fill == "on"
     if args.job_concurrency is not None:
         LEADER_CONFIG["job_concurrency"] = args.job_concurrency
+    if args.straggler_age is not None:
+        LEADER_CONFIG["straggler_age"] = args.straggler_age
     if args.event_loop is not None:
         LEADER_CONFIG["event_loop"] = HELPER_CONFIG["event_loop"] = args.event_loop
     if args.max_job_size is not None:
