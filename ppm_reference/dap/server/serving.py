@@ -366,17 +366,17 @@ def run_loop(main: Coroutine[Any, Any, None], event_loop: str = "auto") -> None:
 
     uvloop (libuv, the default where it is installed) costs less per request and per
     hand-off between the loop and the worker threads (`AppState.offload`) than asyncio's
-    selector loop. Measured on these 2-core machines: 7 % less CPU per request for a
+    selector loop. Measured on these 2-core machines: 5 % less CPU per request for a
     minimal aiohttp handler, 80-95 us instead of 130 us per `run_in_executor` round
     trip, and 3-4 % less Leader + Helper CPU per report with one-report uploads
     (benchmarks/dap_e2e.py). The protocol code does not depend on the loop."""
+    factory = None  # asyncio's own (asyncio.run's)
     if event_loop_name(event_loop) == "uvloop":
         import uvloop
 
-        with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
-            runner.run(main)
-    else:
-        asyncio.run(main)
+        factory = uvloop.new_event_loop
+    with asyncio.Runner(loop_factory=factory) as runner:
+        runner.run(main)
 
 
 def serve_forever(app: web.Application, host: str, port: int, limits: HttpLimits,
@@ -433,4 +433,3 @@ def run_without_listener(app: web.Application,
             await runner.cleanup()
 
     run_loop(main(), event_loop)
-
