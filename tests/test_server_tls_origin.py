@@ -14,6 +14,7 @@ import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
+from urllib.parse import urljoin
 
 import aiohttp
 import pytest
@@ -22,11 +23,18 @@ from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from ppm_reference.dap.client import Client
 from ppm_reference.dap.collector import CollectionError, Collector
 from ppm_reference.dap.hpke import generate_keypair
-from ppm_reference.dap.origin import ForeignLocation, resolve_location, same_origin
+from ppm_reference.dap.origin import (
+    ForeignLocation,
+    _absolute_path_location,
+    resolve_location,
+    same_origin,
+)
 from ppm_reference.dap.profiles import get_profile
 from ppm_reference.dap.provision import new_task
 from ppm_reference.dap.storage import AggregationJobState
@@ -100,6 +108,46 @@ def test_same_origin_rules() -> None:
     for foreign in ("https://evil.example/j", "//evil.example/j", "http://a.example/j"):
         with pytest.raises(ForeignLocation):
             resolve_location("https://a.example/tasks/t/collection_jobs", foreign)
+
+
+def _general_resolution(request_url: str, location: str) -> str | None:
+    """resolve_location's general path (urljoin, then the origin check)."""
+    url = urljoin(request_url, location)
+    return url if same_origin(url, request_url) else None
+
+
+@settings(max_examples=400, deadline=None)
+@given(scheme=st.sampled_from(["http", "https", "HTTP", "Https"]),
+       host=st.sampled_from(["a.example", "127.0.0.1", "[::1]", "h", "A.Example", "u@h"]),
+       port=st.sampled_from(["", ":80", ":443", ":8080"]),
+       base_path=st.sampled_from(["", "/", "/tasks/t/aggregation_jobs", "/x/y/", "?q", "#f",
+                                  "/p;a?b#c"]),
+       location=st.text(alphabet="/ab.-_~%=&?#;:@ \\1A", max_size=16).map(lambda s: "/" + s))
+def test_absolute_path_location_is_urljoin(scheme: str, host: str, port: str,
+                                           base_path: str, location: str) -> None:
+    """The fast path of resolve_location gives urljoin's string wherever it answers
+    (and answers for what DAP servers send); elsewhere the general path decides."""
+    request_url = f"{scheme}://{host}{port}{base_path}"
+    fast = _absolute_path_location(request_url, location)
+    if fast is not None:
+        assert fast == _general_resolution(request_url, location)
+    general = _general_resolution(request_url, location)
+    try:
+        resolved: str | None = resolve_location(request_url, location)
+    except ForeignLocation:
+        resolved = None
+    assert resolved == general
+
+
+def test_absolute_path_location_takes_dap_locations() -> None:
+    url = "http://127.0.0.1:8080/tasks/dGFzaw/aggregation_jobs"
+    loc = "/tasks/dGFzaw/aggregation_jobs/am9iLWlkLTAxMjM0NTY3?step=0"
+    assert _absolute_path_location(url, loc) == "http://127.0.0.1:8080" + loc
+    assert _absolute_path_location("https://h.example", "/a/b-c_d~e%20/") == \
+        "https://h.example/a/b-c_d~e%20/"
+    for refused in ("/a/../b", "/a//b", "//evil.example/j", "/a?", "/a#f", "a/b", "/a b",
+                    "/./a", "/a/."):
+        assert _absolute_path_location(url, refused) is None
 
 
 # -- fake peers -----------------------------------------------------------------------------

@@ -13,6 +13,7 @@ Section 5.2, "token redirect").
 
 from __future__ import annotations
 
+import re
 from typing import Any
 from urllib.parse import urljoin, urlsplit
 
@@ -43,12 +44,48 @@ class ForeignLocation(ValueError):
 def resolve_location(request_url: str, location: str) -> str:
     """The absolute URL of a `Location` answered to a request to `request_url`; raises
     :class:`ForeignLocation` when it is on another origin."""
+    fast = _absolute_path_location(request_url, location)
+    if fast is not None:
+        return fast
     url = urljoin(request_url, location)
     if not same_origin(url, request_url):
         raise ForeignLocation(f"Location {location!r} is on another origin than "
                               f"{request_url!r}: refused (the credential stays with its "
                               "origin)")
     return url
+
+
+def _absolute_path_location(request_url: str, location: str) -> str | None:
+    """The common case without parsing: a `Location` that is an absolute path
+    ("/tasks/.../aggregation_jobs/...?step=1", what DAP servers answer) is on the
+    request's origin by construction; its URL is the request's scheme and authority
+    followed by it (RFC 3986 Section 5.2.2). The Leader resolves one per aggregation
+    job, and `urljoin` plus the two origin parses cost about 2 % of its CPU with many
+    small jobs. None (the general path) unless the location is made of unreserved
+    characters and percent-escapes, with no dot or empty segments and at most a
+    non-empty query (where `urljoin` gives the same string: it removes dot and empty
+    segments and drops an empty query), and the request URL is lower-case http(s)
+    (whose scheme `urljoin` would lower)."""
+    if _PLAIN_PATH.fullmatch(location) is None:
+        return None
+    if request_url.startswith("https://"):
+        start = 8
+    elif request_url.startswith("http://"):
+        start = 7
+    else:
+        return None
+    end = len(request_url)
+    for sep in "/?#":
+        at = request_url.find(sep, start)
+        if 0 <= at < end:
+            end = at
+    if end == start:
+        return None  # no host
+    return request_url[:end] + location
+
+
+# An absolute path of non-empty segments without dots, then an optional non-empty query.
+_PLAIN_PATH = re.compile(r"(?:/[A-Za-z0-9_~%-]+)+/?(?:\?[A-Za-z0-9_~%=&.-]+)?")
 
 
 # -- bounded answers ------------------------------------------------------------------------
