@@ -284,3 +284,54 @@ def test_problem_document() -> None:
                 b'{"status": 400, "unsupported_extensions": [70000]}'):
         with pytest.raises(ProblemDocumentError):
             ProblemDocument.from_json(bad)
+
+
+@pytest.mark.parametrize("profile_name", ["dap-09", "dap-18", "dap-19"])
+def test_tasks_of_one_vdaf_share_its_object(profile_name: str) -> None:
+    """Tasks naming the same VDAF and parameters get one VDAF object (VDAFS); another
+    VDAF or other parameters get their own, which compute the same as a fresh one."""
+    from ppm_reference.dap.provision import new_task
+
+    profile = get_profile(profile_name)
+    Prio3Count = profile.vdaf_class("Prio3Count")  # noqa: N806 - the profile's classes
+    Prio3Histogram = profile.vdaf_class("Prio3Histogram")  # noqa: N806
+
+    def task_of(vdaf: object) -> object:
+        return new_task(vdaf, "https://l.example/", "https://h.example/",
+                        profile=profile).task
+
+    a, b = task_of(Prio3Count(2)), task_of(Prio3Count(2))
+    assert a.task_id != b.task_id  # type: ignore[attr-defined]
+    assert a.vdaf() is b.vdaf()  # type: ignore[attr-defined]
+    h10 = task_of(Prio3Histogram(2, 10, 3)).vdaf()  # type: ignore[attr-defined]
+    h12 = task_of(Prio3Histogram(2, 12, 3)).vdaf()  # type: ignore[attr-defined]
+    assert h10 is not h12 and h10 is not a.vdaf()  # type: ignore[attr-defined]
+    assert (h10.flp.MEAS_LEN, h12.flp.MEAS_LEN) == (10, 12)
+    assert h10 is task_of(Prio3Histogram(2, 10, 3)).vdaf()  # type: ignore[attr-defined]
+
+
+def test_vdaf_cache_is_bounded_and_keeps_no_failure() -> None:
+    from ppm_reference.dap.profiles.base import VdafCache
+
+    cache = VdafCache(size=2)
+    built: list[str] = []
+
+    def build(name: str) -> object:
+        built.append(name)
+        return object()
+
+    x = cache.get("x", lambda: build("x"))
+    cache.get("y", lambda: build("y"))
+    assert cache.get("x", lambda: build("x")) is x  # used: "y" is now the oldest
+    cache.get("z", lambda: build("z"))  # evicts "y"
+    assert len(cache) == 2
+    cache.get("y", lambda: build("y"))
+    assert built == ["x", "y", "z", "y"]
+
+    def refuse() -> object:
+        raise ValueError("bad parameters")
+
+    for _ in range(2):
+        with pytest.raises(ValueError):
+            cache.get("bad", refuse)
+    assert len(cache) == 2

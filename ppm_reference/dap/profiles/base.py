@@ -19,8 +19,10 @@ profile's package.
 
 from __future__ import annotations
 
+import threading
 import tomllib
-from collections.abc import Mapping, Sequence
+from collections import OrderedDict
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
@@ -253,6 +255,46 @@ class Profile:
         if token not in self.problem_types:
             raise ProfileError(f"{token!r} is not a {self.name} problem type")
         return self.problem_type_prefix + token
+
+
+class VdafCache:
+    """VDAF objects by their parameters, shared by the tasks that name the same VDAF.
+
+    A VDAF object is immutable once built (its methods keep their state in what they
+    return, and its FLP's gadget shims are copies made per call), so every task of one
+    VDAF configuration can use one object, from any thread. Building one costs a
+    quarter of loading a task (about 0.03 ms for Prio3Count here, more for larger
+    circuits), which an Aggregator with thousands of tasks pays at start and for each
+    task it first sees. At most `size` configurations are kept (the least recently used
+    leaves first): with taskprov, peers choose them."""
+
+    def __init__(self, size: int = 256) -> None:
+        self.size = size
+        self._items: OrderedDict[Any, Any] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, key: Any, build: Callable[[], Any]) -> Any:
+        """The VDAF of `key` (hashable: the profile's name and the VDAF's type and
+        parameters), built by `build()` the first time; what `build` raises is not
+        kept."""
+        with self._lock:
+            vdaf = self._items.get(key)
+            if vdaf is not None:
+                self._items.move_to_end(key)
+                return vdaf
+        vdaf = build()
+        with self._lock:
+            self._items[key] = vdaf
+            self._items.move_to_end(key)
+            while len(self._items) > self.size:
+                self._items.popitem(last=False)
+        return vdaf
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+
+VDAFS = VdafCache()
 
 
 def _parse_media_type(content_type: str) -> tuple[str, dict[str, str]]:

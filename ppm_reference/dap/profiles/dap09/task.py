@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ppm_reference.dap.common import BatchMode
-from ppm_reference.dap.profiles.base import Profile, ProfileError
+from ppm_reference.dap.profiles.base import VDAFS, Profile, ProfileError
 from ppm_reference.dap.profiles.dap09.messages import (
     AggregateShareAad,
     BatchSelector,
@@ -132,8 +132,18 @@ class Task09:
                    **kwargs)
 
     def vdaf(self) -> Any:
-        """The task's VDAF object (two shares). Raises :class:`Task09Error` for a VDAF the
-        profile does not name or DAP cannot run (NONCE_SIZE 16 and two shares, Section 4)."""
+        """The task's VDAF object (two shares), shared with the tasks of the same VDAF
+        and parameters (`VDAFS`). Raises :class:`Task09Error` for a VDAF the profile does
+        not name or DAP cannot run (NONCE_SIZE 16 and two shares, Section 4)."""
+        key = (self.profile.name, self.profile.shares, self.vdaf_name,
+               tuple(self.vdaf_parameters))
+        try:
+            hash(key)
+        except TypeError:
+            return self._build_vdaf()
+        return VDAFS.get(key, self._build_vdaf)
+
+    def _build_vdaf(self) -> Any:
         try:
             cls = self.profile.vdaf_class(self.vdaf_name)
         except (ProfileError, ImportError, AttributeError) as exc:

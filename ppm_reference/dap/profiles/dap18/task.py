@@ -30,7 +30,7 @@ from ppm_reference.dap.codec import (
     field_specs,
     wire,
 )
-from ppm_reference.dap.profiles.base import Profile
+from ppm_reference.dap.profiles.base import VDAFS, Profile
 from ppm_reference.dap.profiles.dap18.messages import (
     BatchMode,
     Empty,
@@ -418,8 +418,13 @@ class Task:
         return cls.from_configuration(task_id, config, profile)
 
     def vdaf(self) -> Any:
-        """The task's VDAF object (needs the VDAF implementation, ``vdaf.prio3``)."""
-        return vdaf_from_configuration(self.vdaf_type, self.vdaf_configuration, self.profile)
+        """The task's VDAF object (needs the VDAF implementation, ``vdaf.prio3``), shared
+        with the tasks of the same VDAF configuration (`VDAFS`)."""
+        return VDAFS.get((self.profile.name, self.profile.shares, self.vdaf_type,
+                          bytes(self.vdaf_configuration)),
+                         lambda: vdaf_from_configuration(self.vdaf_type,
+                                                         self.vdaf_configuration,
+                                                         self.profile))
 
     @property
     def max_batch_size(self) -> int | None:
