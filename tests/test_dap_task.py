@@ -328,6 +328,12 @@ def test_vdaf_cache_is_bounded_and_keeps_no_failure() -> None:
     cache.get("y", lambda: build("y"))
     assert built == ["x", "y", "z", "y"]
 
+    # Another owner (a profile object of the same name) gets its own, which then stays.
+    other = object()
+    x2 = cache.get("x", lambda: build("x"), owner=other)
+    assert x2 is not x and cache.get("x", lambda: build("x"), owner=other) is x2
+    assert built == ["x", "y", "z", "y", "x"]
+
     def refuse() -> object:
         raise ValueError("bad parameters")
 

@@ -273,18 +273,20 @@ class VdafCache:
         self._items: OrderedDict[Any, Any] = OrderedDict()
         self._lock = threading.Lock()
 
-    def get(self, key: Any, build: Callable[[], Any]) -> Any:
+    def get(self, key: Any, build: Callable[[], Any], owner: Any = None) -> Any:
         """The VDAF of `key` (hashable: the profile's name and the VDAF's type and
         parameters), built by `build()` the first time; what `build` raises is not
-        kept."""
+        kept. `owner` (the task's profile object): a VDAF kept for another object of
+        the same name (a profile cloned by ``dataclasses.replace`` without renaming,
+        whose VDAF classes may differ) is not returned, but built again for this one."""
         with self._lock:
-            vdaf = self._items.get(key)
-            if vdaf is not None:
+            kept = self._items.get(key)
+            if kept is not None and kept[0] is owner:
                 self._items.move_to_end(key)
-                return vdaf
+                return kept[1]
         vdaf = build()
         with self._lock:
-            self._items[key] = vdaf
+            self._items[key] = (owner, vdaf)
             self._items.move_to_end(key)
             while len(self._items) > self.size:
                 self._items.popitem(last=False)

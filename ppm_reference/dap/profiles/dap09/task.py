@@ -141,7 +141,7 @@ class Task09:
             hash(key)
         except TypeError:
             return self._build_vdaf()
-        return VDAFS.get(key, self._build_vdaf)
+        return VDAFS.get(key, self._build_vdaf, self.profile)
 
     def _build_vdaf(self) -> Any:
         try:

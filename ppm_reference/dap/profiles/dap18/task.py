@@ -424,7 +424,8 @@ class Task:
                           bytes(self.vdaf_configuration)),
                          lambda: vdaf_from_configuration(self.vdaf_type,
                                                          self.vdaf_configuration,
-                                                         self.profile))
+                                                         self.profile),
+                         self.profile)
 
     @property
     def max_batch_size(self) -> int | None:
