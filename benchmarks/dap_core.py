@@ -54,22 +54,15 @@ from ppm_reference.dap.server.common import AppState  # noqa: E402
 from ppm_reference.dap.server.config import AggregatorConfig  # noqa: E402
 from ppm_reference.dap.server.upload import store_upload  # noqa: E402
 from ppm_reference.dap.storage import AggregationJobState  # noqa: E402
-from ppm_reference.dap.storage.sqlite import SqliteDatastore  # noqa: E402
 
 PHASES = ("upload", "create", "helper", "process")
 
 
 def floor_of(w: e2e.Workload, items: list[tuple[int, Any]]) -> float:
     """`dap_e2e.py`'s floor pass on `items` (thread CPU seconds for all of them)."""
-    saved, sample = w.reports, e2e.FLOOR_SAMPLE
-    w.reports = items
-    e2e.FLOOR_SAMPLE = len(items)  # (a pass takes at most this many)
-    try:
-        t0 = time.thread_time()
-        e2e._floor_pass(w)
-        return time.thread_time() - t0
-    finally:
-        w.reports, e2e.FLOOR_SAMPLE = saved, sample
+    t0 = time.thread_time()
+    e2e._floor_pass(w, items)
+    return time.thread_time() - t0
 
 
 def run_row(name: str, per_job: int, reports: int, warm: bool) -> dict[str, Any]:
@@ -77,13 +70,12 @@ def run_row(name: str, per_job: int, reports: int, warm: bool) -> dict[str, Any]
     w = e2e.make_workload(name, jobs * per_job, jobs)
     workdir = Path(tempfile.mkdtemp(prefix="dap-core-"))
     try:
-        paths = {role: str(workdir / f"{role}.sqlite") for role in ("leader", "helper")}
         states = {}
-        for role, path in paths.items():
+        for role in ("leader", "helper"):
             store = e2e.Store("sqlite", workdir, role, "")
             e2e.provision(w, role, store)
-            cfg = AggregatorConfig(role=role, datastore=path, worker_threads=0)
-            states[role] = AppState(cfg, SqliteDatastore(path, "FULL"))
+            cfg = AggregatorConfig(role=role, datastore=store.location, worker_threads=0)
+            states[role] = AppState(cfg, store.open())
         lst, hst = states["leader"], states["helper"]
         lkeys, hkeys = lst.keyring(), hst.keyring()
         by_task: dict[int, list[tuple[int, Any]]] = {}

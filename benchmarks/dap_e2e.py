@@ -172,8 +172,10 @@ def measure_floor(w: Workload, repeat: int = 3) -> float:
     return min(_floor_pass(w) for _ in range(repeat))
 
 
-def _floor_pass(w: Workload) -> float:
-    sample = w.reports[:FLOOR_SAMPLE]
+def _floor_pass(w: Workload, sample: list[tuple[int, Any]] | None = None) -> float:
+    """CPU seconds per report of one floor pass over `sample` (default: the workload's
+    first FLOOR_SAMPLE reports)."""
+    sample = w.reports[:FLOOR_SAMPLE] if sample is None else sample
     vdaf = w.vdaf
     t0 = time.process_time()
     for ti, report in sample:
